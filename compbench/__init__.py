@@ -1,0 +1,3 @@
+"""compbench: benchmark compositional generalization against the kernel theory."""
+
+__version__ = "0.1.0"
