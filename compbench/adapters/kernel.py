@@ -1,0 +1,132 @@
+"""The `kernel` adapter: a kernel machine with an overlap or analytic infinite-width kernel."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import scipy.linalg
+from pydantic import Field, model_validator
+
+from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted, InvalidModelError
+from compbench.adapters.registry import register_adapter
+
+
+PSD_TOL = 1e-8  # the reference code's tolerance on the smallest eigenvalue
+
+
+class KernelParams(AdapterParams):
+    """Hyperparameters of a kernel machine."""
+
+    kernel: Literal["overlap", "relu_nngp", "relu_ntk"] = "overlap"
+    weights: list[float] | None = Field(
+        default=None, description="overlap: kernel value per number of agreeing components 0..C"
+    )
+    pattern_weights: dict[str, float] | None = Field(
+        default=None, description="overlap: value per agreement pattern, e.g. '101' (count fallback)"
+    )
+    relative: dict[int, float] = Field(
+        default_factory=dict, description="overlap: κ(i) = relative[i]·κ(i+1), filled from C down"
+    )
+    depth: int = Field(default=1, ge=1, description="relu_*: number of hidden layers")
+    sigma_w2: float = Field(default=2.0, gt=0)
+    sigma_b2: float = Field(default=0.0, ge=0)
+    objective: Literal["min_norm", "ridge", "svm", "svr"] = "min_norm"
+    ridge: float = Field(default=0.0, ge=0)
+    C: float = Field(default=1e10, gt=0, description="svm/svr: box constraint")
+    epsilon: float = Field(default=0.1, ge=0, description="svr: tube width")
+    max_iter: int = Field(default=200_000, description="svm/svr: solver iterations (-1: no limit)")
+
+    @model_validator(mode="after")
+    def _overlap_needs_weights(self) -> KernelParams:
+        if self.kernel == "overlap" and self.weights is None and self.pattern_weights is None:
+            raise ValueError("kernel 'overlap' needs 'weights' (per agreement count) or 'pattern_weights'")
+        if self.objective == "ridge" and self.ridge <= 0:
+            raise ValueError("objective 'ridge' needs ridge > 0 (use 'min_norm' for ridge 0)")
+        return self
+
+
+def _pattern_key(pattern: str) -> tuple[int, ...]:
+    if not pattern or set(pattern) - {"0", "1"}:
+        raise InvalidModelError(f"pattern_weights key {pattern!r} is not a string of 0/1 per component")
+    return tuple(int(c) for c in pattern)
+
+
+@register_adapter("kernel")
+class KernelAdapter(Adapter):
+    """Kernel machine: min-norm/ridge regression, SVM (±1 targets) or SVR on a fixed kernel."""
+
+    Params = KernelParams
+    deterministic = True
+    params: KernelParams
+
+    def _gram(self, a: Batch, b: Batch) -> np.ndarray:
+        from compbench import theory
+
+        p = self.params
+        if p.kernel == "overlap":
+            n_comp = a.cells.shape[1]
+            weights: dict[int | tuple[int, ...], float] = dict(enumerate(p.weights or []))
+            if p.weights is not None and len(p.weights) != n_comp + 1:
+                raise InvalidModelError(
+                    f"overlap 'weights' needs {n_comp + 1} values (0..{n_comp} agreeing components), got {len(p.weights)}"
+                )
+            weights.update({_pattern_key(k): v for k, v in (p.pattern_weights or {}).items()})
+            try:
+                return theory.overlap_kernel(a.cells, b.cells, weights, relative=p.relative or None)
+            except ValueError as exc:
+                raise InvalidModelError(str(exc)) from exc
+        fn = theory.relu_nngp if p.kernel == "relu_nngp" else theory.relu_ntk
+        return fn(a.x, b.x, depth=p.depth, sigma_w2=p.sigma_w2, sigma_b2=p.sigma_b2)
+
+    def kernel(self, inputs: Batch) -> np.ndarray:
+        """The Gram matrix on all cells; a non-PSD kernel is an InvalidModelError."""
+        from compbench import theory
+
+        K = self._gram(inputs, inputs)
+        p = self.params
+        if p.kernel == "overlap" and p.pattern_weights is None:
+            # PSD on the full grid (the reference's criterion), from its Kronecker spectrum.
+            lam, mult = theory.overlap_grid_eigenvalues(inputs.n_values, p.weights, p.relative or None)
+            smallest = float(lam[mult > 0].min())
+        else:
+            smallest = float(np.linalg.eigvalsh(K)[0])
+        if smallest < -PSD_TOL:
+            raise InvalidModelError(
+                f"kernel is not positive semi-definite on this task's grid (smallest eigenvalue {smallest:.3g})"
+            )
+        return K
+
+    def fit_seeds(
+        self, inputs: Batch, y: np.ndarray, train_mask: np.ndarray, seeds: list[int]
+    ) -> list[Fitted]:
+        """Fit the kernel machine once (it does not depend on the seed) and predict every cell."""
+        from compbench import theory
+
+        p = self.params
+        K = self.kernel(inputs)
+        K_tr, K_all, y_tr = K[np.ix_(train_mask, train_mask)], K[:, train_mask], y[train_mask]
+        info: dict[str, object] = {"objective": p.objective}
+        if p.objective in ("min_norm", "ridge"):
+            # Solved in the dual with LAPACK's SVD least squares: an independent path from the
+            # theory engine's solver, so "model == theory" is a real check of both.
+            alpha, *_ = scipy.linalg.lstsq(K_tr + p.ridge * np.eye(len(K_tr)), y_tr, lapack_driver="gelsd")
+            preds = K_all @ alpha
+        elif p.objective == "svm":
+            preds, converged = theory.kernel_svm(K_tr, K_all, y_tr, C=p.C, max_iter=p.max_iter)
+            info["converged"] = bool(converged)
+        else:
+            preds, converged = theory.kernel_svr(K_tr, K_all, y_tr, C=p.C, epsilon=p.epsilon, max_iter=p.max_iter)
+            info["converged"] = bool(converged)
+        fitted = Fitted(predictions=np.asarray(preds, dtype=np.float64), info=info, kernel=K)
+        return [fitted for _ in seeds]
+
+    def theory_options(self) -> dict[str, Any]:
+        """Same machine as the adapter itself."""
+        p = self.params
+        return {"objective": p.objective, "ridge": p.ridge, "C": p.C, "epsilon": p.epsilon, "max_iter": p.max_iter}
+
+    def theory_kernel_name(self) -> str:
+        """E.g. 'overlap' or 'relu_ntk(depth=2)'."""
+        p = self.params
+        return "overlap" if p.kernel == "overlap" else f"{p.kernel}(depth={p.depth})"

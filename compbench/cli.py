@@ -1,0 +1,125 @@
+"""The `compbench` command: run, list, validate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _err(msg: str) -> None:
+    print(f"compbench: {msg}", file=sys.stderr)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
+    from compbench.report import write_report
+    from compbench.runner.device import DeviceUnavailableError
+    from compbench.runner.run import run_suite
+    from compbench.scoring.expectations import evaluate_expectations
+    from compbench.suite import load_suite, seeds_override
+
+    loaded = load_suite(args.suite)
+    if args.seeds is not None:
+        if args.seeds < 1:
+            _err("--seeds must be ≥ 1")
+            return EXIT_USAGE
+        seeds_override(loaded, args.seeds)
+    out_dir = Path(args.out) if args.out else Path("results") / loaded.name
+    try:
+        summary = run_suite(
+            loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, progress=not args.quiet
+        )
+    except DeviceUnavailableError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    if args.model and not summary.records:
+        _err(f"--model {args.model} matches no model of suite {loaded.name}")
+        return EXIT_USAGE
+    expectations = loaded.suite.expectations if not args.model else []
+    verdicts = evaluate_expectations(expectations, summary.records)
+    task_ids = [t.id for t in loaded.suite.tasks]
+    paths = write_report(out_dir, loaded.name, task_ids, summary.records, verdicts, vars(summary))
+    n_fail = sum(not v.passed for v in verdicts)
+    print(
+        f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
+        f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
+        f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
+    )
+    for v in verdicts:
+        if not v.passed:
+            print(f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    if summary.interrupted:
+        print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if n_fail or summary.n_failed else EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """List bundled suites, task families and adapters."""
+    from compbench.adapters import adapter_names
+    from compbench.suite import SUITES_DIR
+    from compbench.tasks import FAMILIES
+
+    print("suites:   " + ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))))
+    print("tasks:    " + ", ".join(sorted(FAMILIES)))
+    print("adapters: " + ", ".join(adapter_names()))
+    return EXIT_OK
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a suite file without running it."""
+    from compbench.suite import load_suite
+
+    loaded = load_suite(args.path)
+    n_cells = sum(len(loaded.tasks_for(m)) * len(m.seeds) for m in loaded.models)
+    print(
+        f"{args.path}: OK: suite {loaded.name!r}, {len(loaded.suite.tasks)} tasks, {len(loaded.models)} models "
+        f"(after sweeps), {n_cells} cells, {len(loaded.suite.expectations)} expectations"
+    )
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the `compbench` command."""
+    parser = argparse.ArgumentParser(prog="compbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="train, theory-predict and score every cell of a suite")
+    run.add_argument("--suite", required=True, help="suite name (suites/NAME.yaml) or path to a YAML file")
+    run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable)")
+    run.add_argument("--seeds", type=int, help="override the number of seeds (seeds 0..N-1)")
+    run.add_argument("--out", help="output directory (default results/<suite name>)")
+    run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    run.add_argument("--force", action="store_true", help="recompute every cell, ignoring the cache")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.set_defaults(func=cmd_run)
+    lst = sub.add_parser("list", help="bundled suites, task families and adapters")
+    lst.set_defaults(func=cmd_list)
+    val = sub.add_parser("validate", help="check a suite file without running it")
+    val.add_argument("path")
+    val.set_defaults(func=cmd_validate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `compbench` console script."""
+    from compbench.store import StoreSchemaError
+    from compbench.suite import SuiteError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SuiteError as exc:
+        for issue in exc.issues:
+            print(f"error: {issue}", file=sys.stderr)
+        return EXIT_USAGE
+    except StoreSchemaError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Cell expansion: every (task, model) job of a suite with the seeds it still needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from compbench import __version__
+from compbench.adapters import Batch
+from compbench.encodings import encode
+from compbench.suite import LoadedSuite, ModelSpec, TaskEntry
+from compbench.store import cell_key
+from compbench.tasks import TaskData, make_task
+
+
+@dataclass
+class PreparedTask:
+    """A task built once per suite: data, encoded inputs and its additivity fit."""
+
+    entry: TaskEntry
+    data: TaskData
+
+    @cached_property
+    def inputs(self) -> Batch:
+        """Encoded inputs of every cell."""
+        enc = encode(self.entry.encoding, self.data.cells, self.data.n_values)
+        return Batch(enc.x, enc.cells, enc.n_values)
+
+    @cached_property
+    def additivity(self):  # -> theory.AdditivityFit
+        """The conjunction-wise additivity fit for this task's cells and split."""
+        from compbench.theory import AdditivityFit
+
+        return AdditivityFit(self.data.cells, self.data.train_mask)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One model on one task, for a set of seeds."""
+
+    task: PreparedTask
+    model: ModelSpec
+    seeds: tuple[int, ...]
+    keys: tuple[str, ...]
+
+
+def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
+    """Build every task of the suite once."""
+    return {t.id: PreparedTask(t, make_task(t.family, **t.params)) for t in loaded.suite.tasks}
+
+
+def key_for(task: TaskEntry, model: ModelSpec, seed: int, device: str) -> str:
+    """The cache key of one cell: everything that determines its result."""
+    return cell_key(
+        {
+            "version": __version__,
+            "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
+            "adapter": model.adapter,
+            "params": model.params.model_dump(mode="json"),
+            "seed": seed,
+            "device": device,
+        }
+    )
+
+
+def expand_jobs(loaded: LoadedSuite, tasks: dict[str, PreparedTask], device: str) -> list[Job]:
+    """All (task, model) jobs of the suite, in suite order."""
+    jobs = []
+    for model in loaded.models:
+        for entry in loaded.tasks_for(model):
+            keys = tuple(key_for(entry, model, s, device) for s in model.seeds)
+            jobs.append(Job(tasks[entry.id], model, model.seeds, keys))
+    return jobs

@@ -1,0 +1,22 @@
+"""Device selection: CUDA when asked or available, with no silent fallback."""
+
+from __future__ import annotations
+
+
+class DeviceUnavailableError(RuntimeError):
+    """CUDA was requested but is not available."""
+
+
+def resolve_device(requested: str = "auto") -> str:
+    """'auto' → 'cuda' if available else 'cpu'; 'cuda' without CUDA is an error."""
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, got {requested!r}")
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if requested == "cuda":
+        raise DeviceUnavailableError("--device cuda was requested but torch.cuda.is_available() is False")
+    return "cpu"

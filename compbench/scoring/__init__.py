@@ -1,0 +1,1 @@
+"""Scoring: per-cell metrics and suite-level expectation verdicts."""

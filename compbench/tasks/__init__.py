@@ -1,0 +1,23 @@
+"""Task families: grids of conjunctions, targets and train/held-out splits (pure numpy)."""
+
+from compbench.tasks import (  # noqa: F401  (each module registers its family)
+    additive,
+    associative_inference,
+    context_dependence,
+    symmetry,
+    transitive_equivalence,
+    transitive_ordering,
+)
+from compbench.tasks.base import SplitError, TaskData, grid, validate_split
+from compbench.tasks.registry import FAMILIES, UnknownFamilyError, family_params_model, make_task
+
+__all__ = [
+    "FAMILIES",
+    "SplitError",
+    "TaskData",
+    "UnknownFamilyError",
+    "family_params_model",
+    "grid",
+    "make_task",
+    "validate_split",
+]

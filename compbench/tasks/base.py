@@ -1,0 +1,79 @@
+"""TaskData (a grid of conjunctions, targets and a split) and split validation."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+class SplitError(ValueError):
+    """A task's train/held-out split is invalid (empty side, or an unseen component value)."""
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """Conjunctions `cells` (n × C ints), targets `y`, and which cells are trained on."""
+
+    family: str
+    cells: np.ndarray
+    y: np.ndarray
+    train_mask: np.ndarray
+    n_values: tuple[int, ...]
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    component_names: tuple[str, ...] = ()
+    allow_unseen_values: bool = False
+
+    @property
+    def test_mask(self) -> np.ndarray:
+        """Held-out cells."""
+        return ~self.train_mask
+
+    @property
+    def n_components(self) -> int:
+        """Number of components C."""
+        return self.cells.shape[1]
+
+    @property
+    def n_train(self) -> int:
+        """Number of training cells."""
+        return int(self.train_mask.sum())
+
+    @property
+    def n_test(self) -> int:
+        """Number of held-out cells."""
+        return int((~self.train_mask).sum())
+
+
+def grid(n_values: tuple[int, ...] | list[int]) -> np.ndarray:
+    """All conjunctions in itertools.product order (last component fastest)."""
+    return np.array(list(itertools.product(*(range(n) for n in n_values))), dtype=np.int64).reshape(-1, len(n_values))
+
+
+def validate_split(task: TaskData) -> None:
+    """Reject empty train/held-out sets, unseen component values, bad targets."""
+    if task.cells.ndim != 2 or len(task.cells) != len(task.y) or len(task.y) != len(task.train_mask):
+        raise SplitError("cells, y and train_mask must have one row per cell")
+    if not np.all(np.isfinite(task.y)):
+        raise SplitError("targets must be finite")
+    if task.kind == "classification" and not np.all(np.isin(task.y, (-1.0, 1.0))):
+        raise SplitError("classification targets must be exactly ±1")
+    if task.n_train == 0:
+        raise SplitError("the split has no training cells")
+    if task.n_test == 0:
+        raise SplitError("the split has no held-out cells")
+    if task.allow_unseen_values:
+        return
+    train, test = task.cells[task.train_mask], task.cells[~task.train_mask]
+    for c in range(task.n_components):
+        seen = set(train[:, c].tolist())
+        for cell in test:
+            if int(cell[c]) not in seen:
+                name = task.component_names[c] if task.component_names else f"component {c}"
+                raise SplitError(
+                    f"component {name!r} (index {c}) value {int(cell[c])} occurs in held-out cell "
+                    f"{tuple(int(v) for v in cell)} but in no training cell"
+                )

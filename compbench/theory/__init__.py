@@ -1,0 +1,54 @@
+"""Exact kernel-theory engine: overlap and analytic kernels, kernel regression, additivity, NTKs."""
+
+from compbench.theory.additivity import (
+    AdditivityFit,
+    ConjunctionLabel,
+    additivity_score,
+    conjunction_features,
+)
+from compbench.theory.analytic import relu_nngp, relu_ntk, standard_mlp_ntk
+from compbench.theory.ntk import empirical_ntk
+from compbench.theory.overlap import (
+    NotPSDError,
+    Weights,
+    agreement_counts,
+    agreement_patterns,
+    check_psd,
+    is_psd,
+    is_psd_overlap,
+    overlap_grid_eigenvalues,
+    overlap_kernel,
+    pattern_table,
+    resolve_weights,
+)
+from compbench.theory.regression import DEFAULT_RCOND, kernel_regression, kernel_svm, kernel_svr
+from compbench.theory.salience import kernel_by_overlap, memorization_leak_slope, saliences
+
+__all__ = [
+    "DEFAULT_RCOND",
+    "AdditivityFit",
+    "ConjunctionLabel",
+    "NotPSDError",
+    "Weights",
+    "additivity_score",
+    "agreement_counts",
+    "agreement_patterns",
+    "check_psd",
+    "conjunction_features",
+    "empirical_ntk",
+    "is_psd",
+    "is_psd_overlap",
+    "kernel_by_overlap",
+    "kernel_regression",
+    "kernel_svm",
+    "kernel_svr",
+    "memorization_leak_slope",
+    "overlap_grid_eigenvalues",
+    "overlap_kernel",
+    "pattern_table",
+    "relu_nngp",
+    "relu_ntk",
+    "resolve_weights",
+    "saliences",
+    "standard_mlp_ntk",
+]

@@ -1,0 +1,1 @@
+"""Training loops, including vectorised multi-seed training of small networks."""

@@ -1,0 +1,111 @@
+"""Adapters: registry, kernel machine, and the MLP's lazy (kernel) and rich regimes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from compbench.adapters import Batch, UnknownAdapterError, get_adapter
+from compbench.adapters.kernel import KernelParams
+from compbench.adapters.mlp import MLPParams
+from compbench.encodings.onehot import onehot
+from compbench.scoring.metrics import r2, sign_accuracy
+from compbench.tasks import make_task
+from compbench.theory import kernel_regression, overlap_kernel
+from compbench.theory.predict import theory_predictions
+from compbench.training.batched_mlp import init_stacked_mlp, stacked_forward, train_stacked
+
+
+def batch_of(task) -> Batch:
+    return Batch(onehot(task.cells, task.n_values), task.cells, task.n_values)
+
+
+def test_unknown_adapter_suggests_closest():
+    with pytest.raises(UnknownAdapterError, match=r"unknown adapter 'kernal'; did you mean 'kernel'\? known: .*mlp"):
+        get_adapter("kernal")
+
+
+def test_onehot_inner_product_counts_agreeing_components():
+    cells = np.array([[0, 1, 2], [0, 2, 2], [1, 0, 0]])
+    x = onehot(cells, (2, 3, 3))
+    assert x.shape == (3, 8)
+    np.testing.assert_array_equal(x @ x.T, [[3, 2, 0], [2, 3, 0], [0, 0, 3]])
+
+
+def test_kernel_adapter_matches_closed_form_memorization_leak():
+    # Overlap kernel with salience S = 0.4 on extrapolation (p = 1): slope m = S/(1-S) = 2/3 exactly.
+    task = make_task("additive", anchors=[[4], [4]])
+    adapter = get_adapter("kernel")(KernelParams(kernel="overlap", weights=[0.0, 0.4, 1.0]))
+    (fit,) = adapter.fit_seeds(batch_of(task), task.y, task.train_mask, [0])
+    test = ~task.train_mask
+    np.testing.assert_allclose(fit.predictions[test], (2 / 3) * task.y[test], atol=1e-9)
+
+
+def test_kernel_adapter_rejects_non_psd_weights():
+    from compbench.adapters import InvalidModelError
+
+    task = make_task("additive", anchors=[[4], [4]])
+    adapter = get_adapter("kernel")(KernelParams(kernel="overlap", weights=[0.0, 0.9, 0.1]))
+    with pytest.raises(InvalidModelError, match="not positive semi-definite"):
+        adapter.fit_seeds(batch_of(task), task.y, task.train_mask, [0])
+
+
+def test_stacked_training_equals_training_each_seed_alone():
+    task = make_task("additive", anchors=[[4], [4]])
+    x = torch.as_tensor(onehot(task.cells, task.n_values), dtype=torch.float64)
+    xt, yt = x[torch.as_tensor(task.train_mask)], torch.as_tensor(task.y[task.train_mask])
+    kw = dict(d_in=x.shape[1], width=64, depth=2, init_scale=1.0, dtype=torch.float64)
+    together = init_stacked_mlp([3, 7, 11], **kw)
+    res = train_stacked(together, xt, yt, lr=0.01, max_steps=300, loss_tol=1e-3)
+    for i, seed in enumerate([3, 7, 11]):
+        alone = init_stacked_mlp([seed], **kw)
+        res1 = train_stacked(alone, xt, yt, lr=0.01, max_steps=300, loss_tol=1e-3)
+        assert res1.steps[0] == res.steps[i]
+        np.testing.assert_allclose(stacked_forward(alone, x)[0], stacked_forward(together, x)[i], rtol=1e-9, atol=1e-9)
+
+
+def test_each_member_stops_early_on_its_own():
+    task = make_task("transitive_equivalence")
+    x = torch.as_tensor(onehot(task.cells, task.n_values), dtype=torch.float64)
+    xt, yt = x[torch.as_tensor(task.train_mask)], torch.as_tensor(task.y[task.train_mask])
+    layers = init_stacked_mlp([0, 1], d_in=x.shape[1], width=32, depth=1, init_scale=1.0, dtype=torch.float64)
+    # Member 1 gets a diverging copy: NaN weights make its loss non-finite at step 0.
+    with torch.no_grad():
+        layers[0][0][1].fill_(float("nan"))
+    res = train_stacked(layers, xt, yt, lr=0.05, max_steps=5000, loss_tol=1e-3)
+    assert res.diverged == [False, True] and res.steps[1] == 0
+    assert res.converged[0] and res.final_loss[0] < 1e-3
+
+
+def _mlp_fit(task, **params):
+    adapter = get_adapter("mlp")(MLPParams(**params))
+    inputs = batch_of(task)
+    fits = adapter.fit_seeds(inputs, task.y, task.train_mask, [0, 1])
+    K = adapter.kernel(inputs)
+    theory = [theory_predictions(K, task.y, task.train_mask, f0=f.initial_predictions) for f in fits]
+    return fits, theory
+
+
+def test_lazy_mlp_matches_its_analytic_ntk_prediction_on_addition():
+    task = make_task("additive", anchors=[[0, 8], [0, 8]])
+    fits, theory = _mlp_fit(task, width=1000, init_scale=1.0, lr=0.01, max_steps=20000, loss_tol=1e-4)
+    test = ~task.train_mask
+    for fit, th in zip(fits, theory):
+        assert fit.info["converged"]
+        assert r2(th[test], fit.predictions[test]) > 0.95
+        # memorization leak: held-out slope clearly below 1 (theory with S ≈ 0.43, p = 2: ≈ 0.85)
+        slope = np.polyfit(task.y[test], fit.predictions[test], 1)[0]
+        assert 0.75 < slope < 0.95
+
+
+def test_rich_mlp_beats_kernel_on_transitive_equivalence():
+    task = make_task("transitive_equivalence")
+    fits, theory = _mlp_fit(task, width=1000, init_scale=1e-3, lr=0.1, max_steps=20000, loss_tol=1e-4)
+    test = ~task.train_mask
+    K = overlap_kernel(task.cells, task.cells, [0.0, 0.3, 1.0])
+    kernel_pred = kernel_regression(K[np.ix_(task.train_mask, task.train_mask)], K[:, task.train_mask], task.y[task.train_mask])
+    kernel_acc = sign_accuracy(kernel_pred[test], task.y[test])
+    assert kernel_acc == 0.5  # all held-out predictions are 0: a tie on every pair
+    for fit in fits:
+        assert sign_accuracy(fit.predictions[test], task.y[test]) == 1.0

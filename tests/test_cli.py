@@ -1,0 +1,81 @@
+"""CLI end to end: a tiny suite writes the leaderboard, records and verdicts; errors are clean."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from compbench.cli import main
+
+TINY = """\
+name: tiny
+seeds: 2
+tasks:
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+  - {id: te, family: transitive_equivalence}
+models:
+  - id: overlap
+    adapter: kernel
+    params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}
+  - id: lazy
+    adapter: mlp
+    params: {width: 256, init_scale: 1.0, lr: 0.02, max_steps: 3000, loss_tol: 1.0e-3}
+expectations:
+  - {id: exact, claim: matches_kernel, models: [overlap], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}
+  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+"""
+
+
+def test_run_writes_leaderboard_records_and_verdicts(tmp_path, capsys):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    out = tmp_path / "out"
+    code = main(["run", "--suite", str(suite), "--out", str(out), "--quiet"])
+    assert code == 0, capsys.readouterr()
+    records = pd.read_csv(out / "records.csv")
+    # kernel: 1 seed (deterministic) × 2 tasks; mlp: 2 seeds × 2 tasks
+    assert sorted(zip(records.model, records.task, records.seed)) == [
+        ("lazy", "add", 0), ("lazy", "add", 1), ("lazy", "te", 0), ("lazy", "te", 1),
+        ("overlap", "add", 0), ("overlap", "te", 0),
+    ]
+    assert (records.status == "ok").all()
+    row = records[(records.model == "overlap") & (records.task == "add")].iloc[0]
+    assert abs(row.slope - 0.4 / 0.6) < 1e-9  # closed form S/(1-S) for p = 1
+    assert row.n_train == 17 and row.n_test == 64
+    board = (out / "leaderboard.md").read_text()
+    assert "| model" in board and "| overlap " in board and "| lazy " in board
+    assert board.count("PASS") == 4  # exact (2 tasks), leak, chance
+    verdicts = pd.read_csv(out / "expectations.csv")
+    assert set(verdicts.verdict) == {"PASS"}
+
+    # Re-running reuses every cell from the cache.
+    capsys.readouterr()
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet"]) == 0
+    assert "0 cells run, 6 reused from the cache" in capsys.readouterr().out
+
+
+def test_failing_expectation_gives_exit_code_1(tmp_path, capsys):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY + "  - {id: impossible, claim: beats_kernel, models: [overlap], tasks: [te]}\n")
+    assert main(["run", "--suite", str(suite), "--out", str(tmp_path / "o"), "--quiet"]) == 1
+    assert "FAIL impossible [beats_kernel] overlap on te" in capsys.readouterr().out
+
+
+def test_missing_suite_and_bad_yaml_are_clean_errors(tmp_path, capsys):
+    assert main(["run", "--suite", str(tmp_path / "none.yaml")]) == 2
+    assert "no such suite file" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:" in err and "invalid YAML" in err and "Traceback" not in err
+
+
+def test_list_and_validate(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "kernel-limits" in out and "transitive_equivalence" in out and "mlp" in out
+    from compbench.suite import SUITES_DIR
+
+    assert main(["validate", str(SUITES_DIR / "kernel-limits.yaml")]) == 0
+    assert "OK" in capsys.readouterr().out

@@ -1,0 +1,105 @@
+"""Suite loading: valid suites expand correctly; malformed ones are rejected with file:line:field."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from compbench.suite import SuiteError, load_suite, parse_suite
+
+GOOD = """\
+name: tiny
+seeds: 2
+tasks:
+  - id: add
+    family: additive
+    params: {anchors: [[4], [4]]}
+  - id: te
+    family: transitive_equivalence
+models:
+  - id: k
+    adapter: kernel
+    params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}
+  - id: m
+    adapter: mlp
+    params: {width: 16, max_steps: 5}
+    sweep: {init_scale: [0.01, 1.0]}
+expectations:
+  - claim: at_chance
+    models: [k]
+    tasks: [te]
+"""
+
+
+def issues_of(text: str) -> list[str]:
+    with pytest.raises(SuiteError) as exc:
+        parse_suite(textwrap.dedent(text), "bad.yaml")
+    return [str(i) for i in exc.value.issues]
+
+
+def test_good_suite_expands_sweeps_and_seeds():
+    loaded = parse_suite(GOOD, "good.yaml")
+    assert [m.id for m in loaded.models] == ["k", "m[init_scale=0.01]", "m[init_scale=1]"]
+    assert loaded.models[0].seeds == (0,)  # kernel machines are deterministic: one seed
+    assert loaded.models[1].seeds == (0, 1)
+    assert loaded.models[1].params.init_scale == 0.01
+    assert [t.id for t in loaded.tasks_for(loaded.models[0])] == ["add", "te"]
+
+
+def test_bundled_kernel_limits_suite_is_valid():
+    loaded = load_suite("kernel-limits")
+    groups = {m.group for m in loaded.models}
+    assert {"kernel-relu", "mlp-lazy", "mlp-rich", "cd-svm", "cd-minnorm"} <= groups
+    assert sum(m.group == "cd-svm" for m in loaded.models) == 2500
+    claims = {e.claim for e in loaded.suite.expectations}
+    assert claims == {"matches_kernel", "at_chance", "beats_kernel", "additive", "slope_below_one", "ordered"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # 1. invalid YAML syntax
+        ("name: x\ntasks: [\n", "bad.yaml:3: invalid YAML"),
+        # 2. wrong type of a top-level field
+        (GOOD.replace("seeds: 2", "seeds: many"), "bad.yaml:2: seeds:"),
+        # 3. unknown task family, with a suggestion
+        (GOOD.replace("family: additive", "family: additve"), "bad.yaml:5: tasks[0].family: unknown task family 'additve'; did you mean 'additive'"),
+        # 4. unknown adapter, with a suggestion
+        (GOOD.replace("adapter: mlp", "adapter: mpl"), "bad.yaml:14: models[1].adapter: unknown adapter 'mpl'; did you mean 'mlp'"),
+        # 5. invalid split: a value never seen in training
+        (GOOD.replace("anchors: [[4], [4]]", "anchors: [[4], []]"), "bad.yaml:6: tasks[0].params: invalid task:"),
+        # 6. missing required field
+        (GOOD.replace("    family: transitive_equivalence\n", ""), "bad.yaml:7: tasks[1].family: Field required"),
+        # 7. unknown field in a task
+        (GOOD.replace("    family: transitive_equivalence\n", "    family: transitive_equivalence\n    colour: red\n"), "bad.yaml:9: tasks[1].colour: unknown field 'colour'"),
+        # 8. adapter param of the wrong type
+        (GOOD.replace("width: 16", "width: wide"), "bad.yaml:15: models[1].params.width:"),
+        # 9. unknown adapter param
+        (GOOD.replace("width: 16", "widht: 16"), "bad.yaml:15: models[1].params.widht: unknown field 'widht'"),
+        # 10. unknown task param
+        (GOOD.replace("anchors: [[4], [4]]", "anchor: [[4], [4]]"), "bad.yaml:6: tasks[0].params.anchor: unknown field 'anchor'"),
+        # 11. expectation with an unknown claim
+        (GOOD.replace("claim: at_chance", "claim: at_random"), "bad.yaml:18: expectations[0].claim:"),
+        # 12. expectation pattern matching nothing
+        (GOOD.replace("tasks: [te]", "tasks: [tee]"), "bad.yaml:20: expectations[0].tasks[0]: pattern 'tee' matches no task"),
+        # 13. duplicate ids
+        (GOOD.replace("id: te", "id: add"), "bad.yaml:7: tasks[1].id: duplicate id 'add'"),
+        # 14. a python object tag is refused by safe loading
+        ("name: !!python/object/apply:os.system ['true']\n", "bad.yaml:1: invalid YAML"),
+        # 15. a sweep path that does not exist in a list
+        (GOOD.replace("sweep: {init_scale: [0.01, 1.0]}", "sweep: {width.3: [1, 2]}"), "bad.yaml:16: models[1].sweep.width.3: cannot set sweep path"),
+        # 16. empty test set
+        (GOOD.replace("params: {anchors: [[4], [4]]}", "params: {anchors: [[0,1,2,3,4,5,6,7,8], [4]]}"), "bad.yaml:6: tasks[0].params: invalid task:"),
+        # 17. the document is not a mapping
+        ("- just\n- a list\n", "bad.yaml:1: a suite must be a YAML mapping"),
+    ],
+)
+def test_malformed_suites_are_rejected_with_location(text, expected):
+    issues = issues_of(text)
+    assert any(i.startswith(expected) for i in issues), issues
+
+
+def test_missing_suite_file_lists_bundled_suites(tmp_path):
+    with pytest.raises(SuiteError, match="no such suite file .*kernel-limits"):
+        load_suite(tmp_path / "nope.yaml")
