@@ -33,12 +33,13 @@ def _mean_std(vals: Sequence[float]) -> str:
 
 
 def _rows_key(records: list[dict[str, Any]]) -> tuple[dict[str, list[str]], set[str]]:
-    members: dict[str, list[str]] = defaultdict(list)
+    """Scored (not skipped) members per sweep group, and which groups are big."""
+    members: dict[str, dict[str, None]] = defaultdict(dict)
     for r in records:
-        if r["model"] not in members[r["group"]]:
-            members[r["group"]].append(r["model"])
+        if r["status"] != "skipped":
+            members[r["group"]][r["model"]] = None
     big = {g for g, ms in members.items() if len(ms) > BIG_SWEEP}
-    return members, big
+    return {g: list(ms) for g, ms in members.items()}, big
 
 
 def leaderboard_table(records: list[dict[str, Any]], tasks: list[str]) -> str:
@@ -46,6 +47,8 @@ def leaderboard_table(records: list[dict[str, Any]], tasks: list[str]) -> str:
     members, big = _rows_key(records)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
+        if r["group"] in big and r["status"] == "skipped":
+            continue  # invalid sweep members (e.g. non-PSD kernels) are counted in the sweep table
         row = f"{r['group']} ({len(members[r['group']])} models)" if r["group"] in big else r["model"]
         by[(row, r["task"])].append(r)
     rows = list(dict.fromkeys(row for row, _ in by))
