@@ -43,8 +43,20 @@ class TaskEntry(_Strict):
     id: str = Field(pattern=_ID_PATTERN)
     family: str
     params: dict[str, Any] = Field(default_factory=dict)
-    encoding: str = "onehot"
+    encoding: str | dict[str, Any] = Field(
+        default="onehot", description="an encoding name, or {name: ..., <encoding params>}"
+    )
     description: str = ""
+
+    @property
+    def encoding_name(self) -> str:
+        """The encoding's registered name."""
+        return self.encoding if isinstance(self.encoding, str) else str(self.encoding.get("name", ""))
+
+    @property
+    def encoding_params(self) -> dict[str, Any]:
+        """The encoding's parameters (everything but its name)."""
+        return {} if isinstance(self.encoding, str) else {k: v for k, v in self.encoding.items() if k != "name"}
 
 
 class ModelEntry(_Strict):
@@ -339,9 +351,12 @@ def _check_tasks(suite: Suite, lines: _LineMap, issues: list[SuiteIssue]) -> Non
             make_task(task.family, **task.params)
         except (ValueError, TypeError) as exc:
             issues.append(lines.issue(("tasks", i, "params"), f"invalid task: {exc}"))
-        if task.encoding not in ENCODINGS:
+        if task.encoding_name not in ENCODINGS:
             issues.append(
-                lines.issue(("tasks", i, "encoding"), f"unknown encoding {task.encoding!r}; known: {', '.join(sorted(ENCODINGS))}")
+                lines.issue(
+                    ("tasks", i, "encoding"),
+                    f"unknown encoding {task.encoding_name!r}; known: {', '.join(sorted(ENCODINGS))}",
+                )
             )
 
 

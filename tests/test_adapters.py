@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from compbench.adapters import Batch, UnknownAdapterError, get_adapter
+from compbench.adapters import UnknownAdapterError, get_adapter
 from compbench.adapters.kernel import KernelParams
 from compbench.adapters.mlp import MLPParams
+from compbench.encodings import encode
 from compbench.encodings.onehot import onehot
 from compbench.scoring.metrics import r2, sign_accuracy
 from compbench.tasks import make_task
@@ -17,8 +18,9 @@ from compbench.theory.predict import theory_predictions
 from compbench.training.batched_mlp import init_stacked_mlp, stacked_forward, train_stacked
 
 
-def batch_of(task) -> Batch:
-    return Batch(onehot(task.cells, task.n_values), task.cells, task.n_values)
+def fit(adapter, task, seeds=(0,)):
+    enc = encode("onehot", task)
+    return adapter.fit_seeds(enc.train, enc.evaluate, list(seeds))
 
 
 def test_unknown_adapter_suggests_closest():
@@ -37,9 +39,9 @@ def test_kernel_adapter_matches_closed_form_memorization_leak():
     # Overlap kernel with salience S = 0.4 on extrapolation (p = 1): slope m = S/(1-S) = 2/3 exactly.
     task = make_task("additive", anchors=[[4], [4]])
     adapter = get_adapter("kernel")(KernelParams(kernel="overlap", weights=[0.0, 0.4, 1.0]))
-    (fit,) = adapter.fit_seeds(batch_of(task), task.y, task.train_mask, [0])
+    (fitted,) = fit(adapter, task)
     test = ~task.train_mask
-    np.testing.assert_allclose(fit.predictions[test], (2 / 3) * task.y[test], atol=1e-9)
+    np.testing.assert_allclose(fitted.predictions[test], (2 / 3) * task.y[test], atol=1e-9)
 
 
 def test_kernel_adapter_rejects_non_psd_weights():
@@ -48,7 +50,7 @@ def test_kernel_adapter_rejects_non_psd_weights():
     task = make_task("additive", anchors=[[4], [4]])
     adapter = get_adapter("kernel")(KernelParams(kernel="overlap", weights=[0.0, 0.9, 0.1]))
     with pytest.raises(InvalidModelError, match="not positive semi-definite"):
-        adapter.fit_seeds(batch_of(task), task.y, task.train_mask, [0])
+        fit(adapter, task)
 
 
 def test_stacked_training_equals_training_each_seed_alone():
@@ -80,10 +82,10 @@ def test_each_member_stops_early_on_its_own():
 
 def _mlp_fit(task, **params):
     adapter = get_adapter("mlp")(MLPParams(**params))
-    inputs = batch_of(task)
-    fits = adapter.fit_seeds(inputs, task.y, task.train_mask, [0, 1])
-    K = adapter.kernel(inputs)
-    theory = [theory_predictions(K, task.y, task.train_mask, f0=f.initial_predictions) for f in fits]
+    enc = encode("onehot", task)
+    fits = adapter.fit_seeds(enc.train, enc.evaluate, [0, 1])
+    K_tt, K_et = adapter.kernel(enc.train, enc.train), adapter.kernel(enc.evaluate, enc.train)
+    theory = [theory_predictions(K_tt, K_et, enc.train.y, f0_train=f.initial_train, f0_eval=f.initial_eval) for f in fits]
     return fits, theory
 
 

@@ -8,6 +8,8 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from compbench.encodings.batch import Batch
+
 
 class AdapterParams(BaseModel):
     """Base class of adapter hyperparameters (unknown keys are errors)."""
@@ -19,28 +21,17 @@ class InvalidModelError(ValueError):
     """A model's parameters are invalid for this task (e.g. a non-PSD kernel); sweeps may skip it."""
 
 
-@dataclass(frozen=True)
-class Batch:
-    """Inputs of a set of cells: encoded `x` plus the integer conjunctions they encode."""
-
-    x: np.ndarray
-    cells: np.ndarray
-    n_values: tuple[int, ...]
-
-    def subset(self, mask: np.ndarray) -> Batch:
-        """The cells selected by a boolean mask."""
-        return Batch(self.x[mask], self.cells[mask], self.n_values)
-
-
 @dataclass
 class Fitted:
-    """One trained model (one seed): predictions on every cell plus what theory needs."""
+    """One trained model (one seed): predictions on the evaluation samples plus what theory needs."""
 
     predictions: np.ndarray
-    initial_predictions: np.ndarray | None = None
+    initial_train: np.ndarray | None = None  # f_0 on the training samples (lazy-limit theory)
+    initial_eval: np.ndarray | None = None  # f_0 on the evaluation samples
     info: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    kernel: np.ndarray | None = None  # a seed-specific kernel (e.g. empirical NTK at this init)
+    # Seed-specific theory kernels (e.g. the empirical NTK at this init): (K_train,train, K_eval,train).
+    kernels: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class Adapter:
@@ -54,14 +45,12 @@ class Adapter:
         self.params = params
         self.device = device
 
-    def fit_seeds(
-        self, inputs: Batch, y: np.ndarray, train_mask: np.ndarray, seeds: list[int]
-    ) -> list[Fitted]:
-        """Train one model per seed on the training cells and predict every cell."""
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """Train one model per seed on `train` (x, y) and predict every sample of `evaluate`."""
         raise NotImplementedError
 
-    def kernel(self, inputs: Batch) -> np.ndarray | None:
-        """The model's kernel on all cells (n × n) for the theory engine, or None."""
+    def kernel(self, a: Batch, b: Batch) -> np.ndarray | None:
+        """The model's kernel between two batches (len(a) × len(b)) for the theory engine, or None."""
         return None
 
     def theory_options(self) -> dict[str, Any]:

@@ -79,46 +79,46 @@ class KernelAdapter(Adapter):
         fn = theory.relu_nngp if p.kernel == "relu_nngp" else theory.relu_ntk
         return fn(a.x, b.x, depth=p.depth, sigma_w2=p.sigma_w2, sigma_b2=p.sigma_b2)
 
-    def kernel(self, inputs: Batch) -> np.ndarray:
-        """The Gram matrix on all cells; a non-PSD kernel is an InvalidModelError."""
-        from compbench import theory
-
-        K = self._gram(inputs, inputs)
+    def _check_psd(self, train: Batch) -> None:
+        """Reject a non-PSD kernel (InvalidModelError), as the reference code drops such sweeps."""
         p = self.params
         if p.kernel == "overlap" and p.pattern_weights is None:
             # PSD on the full grid (the reference's criterion), from its Kronecker spectrum.
-            lam, mult = theory.overlap_grid_eigenvalues(inputs.n_values, p.weights, p.relative or None)
+            from compbench import theory
+
+            lam, mult = theory.overlap_grid_eigenvalues(train.n_values, p.weights, p.relative or None)
             smallest = float(lam[mult > 0].min())
         else:
-            smallest = float(np.linalg.eigvalsh(K)[0])
+            smallest = float(np.linalg.eigvalsh(self._gram(train, train))[0])
         if smallest < -PSD_TOL:
             raise InvalidModelError(
                 f"kernel is not positive semi-definite on this task's grid (smallest eigenvalue {smallest:.3g})"
             )
-        return K
 
-    def fit_seeds(
-        self, inputs: Batch, y: np.ndarray, train_mask: np.ndarray, seeds: list[int]
-    ) -> list[Fitted]:
-        """Fit the kernel machine once (it does not depend on the seed) and predict every cell."""
+    def kernel(self, a: Batch, b: Batch) -> np.ndarray:
+        """The kernel between two batches."""
+        return self._gram(a, b)
+
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """Fit the kernel machine once (it does not depend on the seed) and predict `evaluate`."""
         from compbench import theory
 
         p = self.params
-        K = self.kernel(inputs)
-        K_tr, K_all, y_tr = K[np.ix_(train_mask, train_mask)], K[:, train_mask], y[train_mask]
+        self._check_psd(train)
+        K_tr, K_ev, y_tr = self._gram(train, train), self._gram(evaluate, train), train.y
         info: dict[str, object] = {"objective": p.objective}
         if p.objective in ("min_norm", "ridge"):
             # Solved in the dual with LAPACK's SVD least squares: an independent path from the
             # theory engine's solver, so "model == theory" is a real check of both.
             alpha, *_ = scipy.linalg.lstsq(K_tr + p.ridge * np.eye(len(K_tr)), y_tr, lapack_driver="gelsd")
-            preds = K_all @ alpha
+            preds = K_ev @ alpha
         elif p.objective == "svm":
-            preds, converged = theory.kernel_svm(K_tr, K_all, y_tr, C=p.C, max_iter=p.max_iter)
+            preds, converged = theory.kernel_svm(K_tr, K_ev, y_tr, C=p.C, max_iter=p.max_iter)
             info["converged"] = bool(converged)
         else:
-            preds, converged = theory.kernel_svr(K_tr, K_all, y_tr, C=p.C, epsilon=p.epsilon, max_iter=p.max_iter)
+            preds, converged = theory.kernel_svr(K_tr, K_ev, y_tr, C=p.C, epsilon=p.epsilon, max_iter=p.max_iter)
             info["converged"] = bool(converged)
-        fitted = Fitted(predictions=np.asarray(preds, dtype=np.float64), info=info, kernel=K)
+        fitted = Fitted(np.asarray(preds, dtype=np.float64), info=info, kernels=(K_tr, K_ev))
         return [fitted for _ in seeds]
 
     def theory_options(self) -> dict[str, Any]:

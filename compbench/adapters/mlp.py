@@ -44,9 +44,7 @@ class MLPAdapter(Adapter):
     Params = MLPParams
     params: MLPParams
 
-    def fit_seeds(
-        self, inputs: Batch, y: np.ndarray, train_mask: np.ndarray, seeds: list[int]
-    ) -> list[Fitted]:
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train len(seeds) networks at once; per-seed init, early stopping and divergence."""
         import torch
 
@@ -59,51 +57,50 @@ class MLPAdapter(Adapter):
 
         p = self.params
         dtype = torch.float64 if p.dtype == "float64" else torch.float32
-        x_all = torch.as_tensor(inputs.x, dtype=dtype, device=self.device)
-        y_tr = torch.as_tensor(y[train_mask], dtype=dtype, device=self.device)
-        layers = init_stacked_mlp(
-            seeds, x_all.shape[1], p.width, p.depth, p.init_scale, p.bias, dtype, self.device
-        )
+        x_tr = torch.as_tensor(train.x.reshape(len(train), -1), dtype=dtype, device=self.device)
+        x_ev = torch.as_tensor(evaluate.x.reshape(len(evaluate), -1), dtype=dtype, device=self.device)
+        y_tr = torch.as_tensor(train.y, dtype=dtype, device=self.device)
+        layers = init_stacked_mlp(seeds, x_tr.shape[1], p.width, p.depth, p.init_scale, p.bias, dtype, self.device)
         with torch.no_grad():
-            f0_t = stacked_forward(layers, x_all)
-        f0 = f0_t.double().cpu().numpy()
-        train_idx = torch.as_tensor(train_mask, device=self.device)
-        kernels: list[np.ndarray | None] = [None] * len(seeds)
+            f0_tr_t = stacked_forward(layers, x_tr)
+            f0_ev = stacked_forward(layers, x_ev).double().cpu().numpy()
+        f0_tr = f0_tr_t.double().cpu().numpy()
+        kernels: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seeds)
         if p.theory == "empirical":
             from compbench.theory import empirical_ntk
 
-            kernels = [
-                empirical_ntk(member_module(layers, i), x_all).cpu().numpy() for i in range(len(seeds))
-            ]
+            for i in range(len(seeds)):
+                module = member_module(layers, i)
+                kernels[i] = (
+                    empirical_ntk(module, x_tr).cpu().numpy(),
+                    empirical_ntk(module, x_ev, x_tr).cpu().numpy(),
+                )
         result = train_stacked(
             layers,
-            x_all[train_idx],
+            x_tr,
             y_tr,
             loss=p.loss,
             optimizer=p.optimizer,
             lr=p.lr,
             max_steps=p.max_steps,
             loss_tol=p.loss_tol,
-            offset=f0_t[:, train_idx] if p.center else None,
+            offset=f0_tr_t if p.center else None,
         )
         with torch.no_grad():
-            preds = stacked_forward(layers, x_all).double().cpu().numpy()
+            preds = stacked_forward(layers, x_ev).double().cpu().numpy()
         if p.center:
-            preds, f0 = preds - f0, np.zeros_like(f0)
+            preds = preds - f0_ev
+            f0_tr, f0_ev = np.zeros_like(f0_tr), np.zeros_like(f0_ev)
         fitted = []
         for i in range(len(seeds)):
-            info = {
-                "steps": result.steps[i],
-                "train_loss": result.final_loss[i],
-                "converged": result.converged[i],
-            }
+            info = {"steps": result.steps[i], "train_loss": result.final_loss[i], "converged": result.converged[i]}
             error = None
             if result.diverged[i] or not np.all(np.isfinite(preds[i])):
                 error = f"training diverged (non-finite loss) at step {result.steps[i]}"
-            fitted.append(Fitted(preds[i], f0[i], info, error, kernel=kernels[i]))
+            fitted.append(Fitted(preds[i], f0_tr[i], f0_ev[i], info, error, kernels[i]))
         return fitted
 
-    def kernel(self, inputs: Batch) -> np.ndarray | None:
+    def kernel(self, a: Batch, b: Batch) -> np.ndarray | None:
         """The analytic large-width NTK of this very network (None when theory is 'empirical')."""
         if self.params.theory == "empirical":
             return None
@@ -111,7 +108,8 @@ class MLPAdapter(Adapter):
 
         p = self.params
         ntk, _ = standard_mlp_ntk(
-            inputs.x, inputs.x, width=p.width, depth=p.depth, init_scale=p.init_scale, bias=p.bias
+            a.x.reshape(len(a), -1), b.x.reshape(len(b), -1),
+            width=p.width, depth=p.depth, init_scale=p.init_scale, bias=p.bias,
         )
         return ntk
 

@@ -1,5 +1,6 @@
-"""Input encodings: map a task's conjunctions to model inputs."""
+"""Input encodings: render a task's conjunctions as model inputs."""
 
-from compbench.encodings.registry import ENCODINGS, Encoded, UnknownEncodingError, encode
+from compbench.encodings.batch import Batch
+from compbench.encodings.registry import ENCODINGS, Encoded, UnknownEncodingError, encode, register_encoding
 
-__all__ = ["ENCODINGS", "Encoded", "UnknownEncodingError", "encode"]
+__all__ = ["Batch", "ENCODINGS", "Encoded", "UnknownEncodingError", "encode", "register_encoding"]

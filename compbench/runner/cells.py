@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from compbench import __version__
-from compbench.adapters import Batch
-from compbench.encodings import encode
+from compbench.encodings import Encoded, encode
 from compbench.suite import LoadedSuite, ModelSpec, TaskEntry
 from compbench.store import cell_key
 from compbench.tasks import TaskData, make_task
@@ -21,10 +20,9 @@ class PreparedTask:
     data: TaskData
 
     @cached_property
-    def inputs(self) -> Batch:
-        """Encoded inputs of every cell."""
-        enc = encode(self.entry.encoding, self.data.cells, self.data.n_values)
-        return Batch(enc.x, enc.cells, enc.n_values)
+    def encoded(self) -> Encoded:
+        """The task rendered by its encoding: training and evaluation batches."""
+        return encode(self.entry.encoding_name, self.data, **self.entry.encoding_params)
 
     @cached_property
     def additivity(self):  # -> theory.AdditivityFit
