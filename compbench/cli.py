@@ -15,13 +15,12 @@ def _err(msg: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
-    from compbench.report import write_report
+    from compbench.report.publish import publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
-    from compbench.scoring.expectations import evaluate_expectations
     from compbench.suite import load_suite, seeds_override
 
-    loaded = load_suite(args.suite)
+    loaded = load_suite(args.suite, profile=args.profile)
     if args.seeds is not None:
         if args.seeds < 1:
             _err("--seeds must be ≥ 1")
@@ -38,10 +37,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.model and not summary.records:
         _err(f"--model {args.model} matches no model of suite {loaded.name}")
         return EXIT_USAGE
-    expectations = loaded.suite.expectations if not args.model else []
-    verdicts = evaluate_expectations(expectations, summary.records)
-    task_ids = [t.id for t in loaded.suite.tasks]
-    paths = write_report(out_dir, loaded.name, task_ids, summary.records, verdicts, vars(summary))
+    # With --model only part of the suite ran: its expectations are not judged on a subset.
+    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), check=not args.model)
     n_fail = sum(not v.passed for v in verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
@@ -56,6 +53,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_FAILED if n_fail or summary.n_failed else EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Rebuild a suite's tables from its stored records, without training."""
+    from compbench.report.publish import NoResultsError, rebuild
+    from compbench.suite import load_suite
+
+    loaded = load_suite(args.suite)
+    out_dir = Path(args.out) if args.out else Path("results") / loaded.name
+    try:
+        verdicts, paths = rebuild(out_dir, loaded)
+    except NoResultsError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    n_fail = sum(not v.passed for v in verdicts)
+    print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; wrote " + ", ".join(str(p) for p in paths))
+    return EXIT_FAILED if n_fail else EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -91,11 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--suite", required=True, help="suite name (suites/NAME.yaml) or path to a YAML file")
     run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable)")
     run.add_argument("--seeds", type=int, help="override the number of seeds (seeds 0..N-1)")
+    run.add_argument("--profile", help="apply a named profile of the suite (e.g. 'full' for GPU runs)")
     run.add_argument("--out", help="output directory (default results/<suite name>)")
     run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     run.add_argument("--force", action="store_true", help="recompute every cell, ignoring the cache")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
+    rep.add_argument("--suite", required=True, help="suite name or path")
+    rep.add_argument("--out", help="results directory (default results/<suite name>)")
+    rep.set_defaults(func=cmd_report)
     lst = sub.add_parser("list", help="bundled suites, task families and adapters")
     lst.set_defaults(func=cmd_list)
     val = sub.add_parser("validate", help="check a suite file without running it")

@@ -91,6 +91,16 @@ class Expectation(_Strict):
     description: str = ""
 
 
+class Profile(_Strict):
+    """Named overrides (e.g. `full` for GPU runs): seeds and per-model params."""
+
+    description: str = ""
+    seeds: int | list[int] | None = None
+    params: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="model id -> params merged over that model's params"
+    )
+
+
 class Suite(_Strict):
     """A benchmark suite: tasks × models × seeds, plus expectations."""
 
@@ -100,6 +110,7 @@ class Suite(_Strict):
     tasks: list[TaskEntry] = Field(min_length=1)
     models: list[ModelEntry] = Field(min_length=1)
     expectations: list[Expectation] = Field(default_factory=list)
+    profiles: dict[str, Profile] = Field(default_factory=dict)
 
     @field_validator("seeds")
     @classmethod
@@ -400,13 +411,34 @@ def resolve_suite_path(name_or_path: str | Path) -> Path:
     return SUITES_DIR / f"{name_or_path}.yaml"
 
 
-def parse_suite(text: str, file: str = "<string>", path: Path | None = None) -> LoadedSuite:
+def _apply_profile(data: dict[str, Any], name: str, lines: _LineMap) -> None:
+    profiles = data.get("profiles") or {}
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise SuiteError([lines.issue(("profiles",), f"no profile {name!r} in this suite (profiles: {known})")])
+    profile = Profile.model_validate(profiles[name])
+    if profile.seeds is not None:
+        data["seeds"] = profile.seeds
+    ids = [m.get("id") for m in data.get("models", []) if isinstance(m, dict)]
+    for model_id, overrides in profile.params.items():
+        if model_id not in ids:
+            raise SuiteError([lines.issue(("profiles", name, "params", model_id), f"profile names unknown model {model_id!r}")])
+        entry = data["models"][ids.index(model_id)]
+        entry["params"] = {**(entry.get("params") or {}), **overrides}
+
+
+def parse_suite(
+    text: str, file: str = "<string>", path: Path | None = None, profile: str | None = None
+) -> LoadedSuite:
     """Validate suite YAML text completely (schema, tasks, adapters, sweeps, expectations)."""
     data, lines = _parse_yaml(text, file)
     if not isinstance(data, dict):
         raise SuiteError([SuiteIssue(file, 1, "", "a suite must be a YAML mapping (name:, tasks:, models:, ...)")])
     try:
         suite = Suite.model_validate(data)
+        if profile is not None:
+            _apply_profile(data, profile, lines)
+            suite = Suite.model_validate(data)
     except ValidationError as exc:
         raise SuiteError(_validation_issues(exc, lines, ())) from None
     issues: list[SuiteIssue] = []
@@ -426,13 +458,13 @@ def parse_suite(text: str, file: str = "<string>", path: Path | None = None) -> 
     return loaded
 
 
-def load_suite(name_or_path: str | Path) -> LoadedSuite:
-    """Load and fully validate a suite by name (suites/NAME.yaml) or path."""
+def load_suite(name_or_path: str | Path, profile: str | None = None) -> LoadedSuite:
+    """Load and fully validate a suite by name (suites/NAME.yaml) or path, optionally with a profile."""
     path = resolve_suite_path(name_or_path)
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))) or "none"
         raise SuiteError([SuiteIssue(str(path), None, "", f"no such suite file (bundled suites: {known})")])
-    return parse_suite(path.read_text(encoding="utf-8"), str(path), path)
+    return parse_suite(path.read_text(encoding="utf-8"), str(path), path, profile)
 
 
 def seeds_override(loaded: LoadedSuite, n: int) -> None:

@@ -103,3 +103,13 @@ def test_malformed_suites_are_rejected_with_location(text, expected):
 def test_missing_suite_file_lists_bundled_suites(tmp_path):
     with pytest.raises(SuiteError, match="no such suite file .*kernel-limits"):
         load_suite(tmp_path / "nope.yaml")
+
+
+def test_profile_overrides_params_and_seeds():
+    text = GOOD + "profiles:\n  full:\n    seeds: 4\n    params: {m: {width: 64}}\n"
+    loaded = parse_suite(text, "good.yaml", profile="full")
+    mlp = [m for m in loaded.models if m.group == "m"]
+    assert all(m.params.width == 64 and m.params.max_steps == 5 and m.seeds == (0, 1, 2, 3) for m in mlp)
+    assert parse_suite(text, "good.yaml").models[1].params.width == 16
+    with pytest.raises(SuiteError, match="no profile 'fast' in this suite \\(profiles: full\\)"):
+        parse_suite(text, "good.yaml", profile="fast")
