@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compbench.runner.cells import expand_jobs, prepare_tasks
+from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
 from compbench.runner.execute import run_job
 from compbench.runner.progress import Progress
@@ -30,6 +30,42 @@ class RunSummary:
     interrupted: bool = False
 
 
+class SuiteRunner:
+    """A suite's jobs with their cache: tasks built once, finished cells read from the store."""
+
+    def __init__(self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False) -> None:
+        self.loaded = loaded
+        self.device = resolve_device(device)
+        self.store = ResultStore(Path(out_dir) / "store")
+        if force:
+            self.store.clear()
+        self.tasks = prepare_tasks(loaded)
+        self.jobs = expand_jobs(loaded, self.tasks, self.device)
+        self._cache: dict[str, dict[str, Any]] | None = None
+
+    @property
+    def cache(self) -> dict[str, dict[str, Any]]:
+        """Newest stored record per cell key (loaded on first use)."""
+        if self._cache is None:
+            self._cache = self.store.latest()
+        return self._cache
+
+    def run(self, job: Job) -> tuple[list[dict[str, Any]], bool]:
+        """The job's records and whether they came from the cache; fresh ones are stored at once."""
+        if all(k in self.cache for k in job.keys):
+            return [self.cache[k] for k in job.keys], True
+        records = run_job(job, self.device)
+        for r in records:
+            r["suite"] = self.loaded.name
+        self.store.append(records)
+        self.cache.update({r["key"]: r for r in records})
+        return records, False
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+
 def run_suite(
     loaded: LoadedSuite,
     out_dir: Path,
@@ -41,36 +77,25 @@ def run_suite(
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished."""
     start = time.perf_counter()
-    dev = resolve_device(device)
     if model_patterns:
         loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
-    store = ResultStore(out_dir / "store")
-    if force:
-        store.clear()
-    cache = store.latest()
-    tasks = prepare_tasks(loaded)
-    jobs = expand_jobs(loaded, tasks, dev)
-    summary = RunSummary(loaded.name, dev)
-    with Progress(len(jobs), loaded.name, enabled=progress) as bar:
+    runner = SuiteRunner(loaded, out_dir, device, force)
+    summary = RunSummary(loaded.name, runner.device)
+    with Progress(len(runner.jobs), loaded.name, enabled=progress) as bar:
         try:
-            for job in jobs:
-                if all(k in cache for k in job.keys):
-                    recs = [cache[k] for k in job.keys]
+            for job in runner.jobs:
+                recs, cached = runner.run(job)
+                if cached:
                     summary.n_cached += len(recs)
-                    bar.advance([r["status"] for r in recs], cached=True)
                 else:
-                    recs = run_job(job, dev)
-                    for r in recs:
-                        r["suite"] = loaded.name
-                    store.append(recs)
                     summary.n_run += len(recs)
-                    bar.advance([r["status"] for r in recs], cached=False)
+                bar.advance([r["status"] for r in recs], cached=cached)
                 summary.records.extend(recs)
                 summary.n_failed += sum(r["status"] == "error" for r in recs)
                 summary.n_skipped += sum(r["status"] == "skipped" for r in recs)
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
-            store.close()
+            runner.close()
     summary.wall_time = time.perf_counter() - start
     return summary

@@ -1,16 +1,21 @@
-"""Append-only JSON-lines store: one record per finished cell, flushed as it finishes."""
+"""The result store: SQLite in WAL mode, one row per finished cell, committed as each job finishes.
+
+A killed process loses at most the job in flight (a transaction is all or nothing); several
+processes can write the same store at once (WAL + busy timeout); a store written by another
+schema version is refused with a clear message, never misread.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
+import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
+STORE_FILE = "records.sqlite"
 
 
 class StoreSchemaError(RuntimeError):
@@ -23,61 +28,82 @@ def cell_key(definition: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-class ResultStore:
-    """Records of one suite's runs in `<dir>/records.jsonl`; a torn last line is ignored."""
-
-    def __init__(self, directory: Path) -> None:
-        self.path = Path(directory) / "records.jsonl"
-        self._fh: Any = None
-        self._synced = time.monotonic()
-
-    def __iter__(self) -> Iterator[dict[str, Any]]:
-        if not self.path.exists():
-            return
-        with self.path.open(encoding="utf-8") as fh:
-            for n, line in enumerate(fh, 1):
-                if not line.endswith("\n"):
-                    return  # a write interrupted mid-line: that cell did not finish
-                rec = json.loads(line)
-                if rec.get("schema_version") != SCHEMA_VERSION:
-                    raise StoreSchemaError(
-                        f"{self.path}:{n}: record schema version {rec.get('schema_version')} "
-                        f"!= {SCHEMA_VERSION} of this compbench; move the old store away or use --force"
-                    )
-                yield rec
-
-    def latest(self) -> dict[str, dict[str, Any]]:
-        """The newest record per cell key."""
-        return {r["key"]: r for r in self}
-
-    def append(self, records: list[dict[str, Any]]) -> None:
-        """Append finished records; each line reaches the OS at once (survives a killed process)."""
-        if self._fh is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = self.path.open("a", encoding="utf-8")
-        for rec in records:
-            self._fh.write(json.dumps({"schema_version": SCHEMA_VERSION, **rec}, default=_jsonable) + "\n")
-        self._fh.flush()
-        # fsync (durability against an OS crash) at most once a second: per cell it costs ms.
-        if time.monotonic() - self._synced > 1.0:
-            os.fsync(self._fh.fileno())
-            self._synced = time.monotonic()
-
-    def close(self) -> None:
-        """Flush everything to disk and close the file."""
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
-            self._fh = None
-
-    def clear(self) -> None:
-        """Remove every stored record (used by --force)."""
-        self.close()
-        self.path.unlink(missing_ok=True)
-
-
 def _jsonable(obj: Any) -> Any:
     if hasattr(obj, "tolist"):
         return obj.tolist()
     raise TypeError(f"not JSON serialisable: {type(obj)}")
+
+
+class ResultStore:
+    """Records of one results directory in `<dir>/records.sqlite`."""
+
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / STORE_FILE
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self, create: bool) -> sqlite3.Connection | None:
+        if self._db is not None:
+            return self._db
+        if not create and not self.path.exists():
+            return None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
+            " suite TEXT, status TEXT, created REAL, record TEXT NOT NULL)"
+        )
+        db.execute("CREATE INDEX IF NOT EXISTS records_key ON records (key)")
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        (version,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+        if int(version) != SCHEMA_VERSION:
+            db.close()
+            raise StoreSchemaError(
+                f"{self.path}: store schema version {version} != {SCHEMA_VERSION} of this compbench; "
+                "move the old results directory away (or use --force to start it afresh)"
+            )
+        self._db = db
+        return db
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        db = self._connect(create=False)
+        if db is None:
+            return
+        for (text,) in db.execute("SELECT record FROM records ORDER BY id"):
+            yield json.loads(text)
+
+    def latest(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The newest record per cell key (only `keys`, when given)."""
+        out = {r["key"]: r for r in self}
+        return out if keys is None else {k: out[k] for k in keys if k in out}
+
+    def append(self, records: list[dict[str, Any]]) -> None:
+        """Store one finished job's records in a single transaction."""
+        db = self._connect(create=True)
+        assert db is not None
+        rows = [
+            (r["key"], r.get("suite"), r.get("status"), time.time(),
+             json.dumps({"schema_version": SCHEMA_VERSION, **r}, default=_jsonable))
+            for r in records
+        ]
+        db.execute("BEGIN IMMEDIATE")  # one transaction: all of the job's records or none
+        try:
+            db.executemany("INSERT INTO records (key, suite, status, created, record) VALUES (?, ?, ?, ?, ?)", rows)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the database connection."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def clear(self) -> None:
+        """Remove every stored record (used by --force)."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(self.path) + suffix).unlink(missing_ok=True)
