@@ -72,6 +72,60 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_FAILED if n_fail else EXIT_OK
 
 
+def _run_for_check(args: argparse.Namespace):  # -> (LoadedSuite, RunSummary) | int
+    from compbench.runner.run import run_suite
+    from compbench.suite import load_suite, seeds_override
+
+    loaded = load_suite(args.suite, profile=args.profile)
+    if args.seeds is not None:
+        seeds_override(loaded, args.seeds, args.seed_start)
+    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
+    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet)
+    print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
+    return loaded, summary
+
+
+def cmd_baseline_record(args: argparse.Namespace) -> int:
+    """Run (or read cached) cells and write their score distributions as a baseline."""
+    from compbench.check import baseline_from_records
+
+    loaded, summary = _run_for_check(args)
+    if summary.interrupted:
+        return EXIT_INTERRUPTED
+    base = baseline_from_records(loaded.name, summary.records, summary.device)
+    base.write(Path(args.out))
+    print(f"wrote baseline {args.out}: {len(base.cells)} cells")
+    return EXIT_OK
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Compare a run with a baseline; exit 1 when a cell regressed beyond seed noise."""
+    from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
+
+    baseline = Baseline.read(Path(args.baseline))
+    loaded, summary = _run_for_check(args)
+    if summary.interrupted:
+        return EXIT_INTERRUPTED
+    if baseline.suite != loaded.name:
+        _err(f"baseline {args.baseline} is for suite {baseline.suite!r}, not {loaded.name!r}")
+        return EXIT_USAGE
+    rows = compare(baseline, cell_summaries(summary.records), k=args.k)
+    if args.verbose or any(r.verdict != "ok" for r in rows):
+        print(format_rows(rows, only_notable=not args.verbose))
+    failed = [r for r in rows if r.failed]
+    n_cells = len({r.cell for r in rows})
+    print(f"check {loaded.name} against {args.baseline}: {n_cells} cells, {len(rows)} comparisons, "
+          f"{sum(r.verdict == 'REGRESSED' for r in rows)} regressed, {sum(r.verdict == 'missing' for r in rows)} missing, "
+          f"{sum(r.verdict == 'new' for r in rows)} new, {sum(r.verdict == 'error' for r in rows)} with errors")
+    for r in failed:
+        print(f"  {r.verdict}: {r.cell} {r.metric}: baseline {r.baseline}, now {r.now}, delta {r.delta:+.4f} (tolerance {r.tolerance:.4f})")
+    if args.update:
+        baseline_from_records(loaded.name, summary.records, summary.device).write(Path(args.baseline))
+        print(f"updated {args.baseline}")
+        return EXIT_OK
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """List bundled suites, task families and adapters."""
     from compbench.adapters import adapter_names
@@ -115,6 +169,28 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--suite", required=True, help="suite name or path")
     rep.add_argument("--out", help="results directory (default results/<suite name>)")
     rep.set_defaults(func=cmd_report)
+    def run_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--suite", required=True, help="suite name or path")
+        p.add_argument("--results", help="results directory holding the cache (default results/<suite name>)")
+        p.add_argument("--seeds", type=int, help="number of seeds")
+        p.add_argument("--seed-start", type=int, default=0, help="first seed (with --seeds)")
+        p.add_argument("--profile", help="a named profile of the suite")
+        p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+        p.add_argument("--quiet", action="store_true", help="no progress display")
+
+    base = sub.add_parser("baseline", help="record baselines for `compbench check`")
+    base_sub = base.add_subparsers(dest="baseline_command", required=True)
+    rec = base_sub.add_parser("record", help="run the suite and record per-cell score distributions over seeds")
+    run_options(rec)
+    rec.add_argument("--out", required=True, help="baseline JSON file to write, e.g. baselines/<family>.json")
+    rec.set_defaults(func=cmd_baseline_record)
+    chk = sub.add_parser("check", help="fail when a model's scores regress beyond seed noise against a baseline")
+    run_options(chk)
+    chk.add_argument("--baseline", required=True, help="baseline JSON file")
+    chk.add_argument("--k", type=float, help="tolerance in combined standard errors (default per metric: 2.5)")
+    chk.add_argument("--update", action="store_true", help="write the current scores as the new baseline")
+    chk.add_argument("--verbose", action="store_true", help="show every comparison, not only the notable ones")
+    chk.set_defaults(func=cmd_check)
     lst = sub.add_parser("list", help="bundled suites, task families and adapters")
     lst.set_defaults(func=cmd_list)
     val = sub.add_parser("validate", help="check a suite file without running it")
@@ -125,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
+    from compbench.check import BaselineError
+    from compbench.runner.device import DeviceUnavailableError
     from compbench.store import StoreSchemaError
     from compbench.suite import SuiteError
 
@@ -135,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         for issue in exc.issues:
             print(f"error: {issue}", file=sys.stderr)
         return EXIT_USAGE
-    except StoreSchemaError as exc:
+    except (StoreSchemaError, BaselineError, DeviceUnavailableError) as exc:
         _err(str(exc))
         return EXIT_USAGE
 

@@ -467,14 +467,14 @@ def load_suite(name_or_path: str | Path, profile: str | None = None) -> LoadedSu
     return parse_suite(path.read_text(encoding="utf-8"), str(path), path, profile)
 
 
-def seeds_override(loaded: LoadedSuite, n: int) -> None:
-    """Replace every non-deterministic model's seeds by range(n) (CLI --seeds)."""
+def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
+    """Replace every non-deterministic model's seeds by start..start+n-1 (CLI --seeds)."""
     from compbench.adapters import get_adapter
 
     loaded.models = [
         ModelSpec(
             m.id, m.group, m.adapter, m.params, m.raw_params, m.sweep_values, m.task_patterns,
-            (0,) if get_adapter(m.adapter).deterministic else tuple(range(n)), m.skip_invalid,
+            (start,) if get_adapter(m.adapter).deterministic else tuple(range(start, start + n)), m.skip_invalid,
         )
         for m in loaded.models
     ]

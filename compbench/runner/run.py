@@ -53,7 +53,10 @@ class SuiteRunner:
     def run(self, job: Job) -> tuple[list[dict[str, Any]], bool]:
         """The job's records and whether they came from the cache; fresh ones are stored at once."""
         if all(k in self.cache for k in job.keys):
-            return [self.cache[k] for k in job.keys], True
+            # The key covers what determines the result, not the names: relabel for this suite.
+            labels = {"task": job.task.entry.id, "model": job.model.id, "group": job.model.group,
+                      "sweep": job.model.sweep_values, "suite": self.loaded.name}
+            return [{**self.cache[k], **labels} for k in job.keys], True
         records = run_job(job, self.device)
         for r in records:
             r["suite"] = self.loaded.name

@@ -1,0 +1,132 @@
+"""Baselines: per cell (model × task), the distribution of each checked metric over seeds."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compbench import __version__
+
+BASELINE_SCHEMA = 1
+BIG_GROUP = 12  # sweeps with more members are checked as one cell (count of perfect members, mean)
+
+# direction: which way is better; k: multiples of the combined standard error; floor: minimum tolerance.
+DEFAULT_POLICY: dict[str, dict[str, Any]] = {
+    "heldout_acc": {"direction": "higher", "k": 2.5, "floor": 0.05},
+    "heldout_r2": {"direction": "higher", "k": 2.5, "floor": 0.02},
+    "theory_r2": {"direction": "higher", "k": 2.5, "floor": 0.02},
+    "additivity": {"direction": "higher", "k": 2.5, "floor": 0.02},
+    "count_perfect": {"direction": "higher", "k": 2.5, "floor": 0.0},
+    "mean_heldout": {"direction": "higher", "k": 2.5, "floor": 0.01},
+}
+
+
+class BaselineError(ValueError):
+    """A baseline file is missing, malformed or of another schema version."""
+
+
+@dataclass
+class Baseline:
+    """A recorded baseline: cells → metric → {mean, std, n, values}."""
+
+    suite: str
+    cells: dict[str, dict[str, Any]]
+    policy: dict[str, dict[str, Any]] = field(default_factory=lambda: json.loads(json.dumps(DEFAULT_POLICY)))
+    device_class: str = "cpu"
+    compbench_version: str = __version__
+    created: str = ""
+
+    def to_json(self) -> str:
+        """Human-readable JSON, keys sorted so diffs review well."""
+        doc = {
+            "schema_version": BASELINE_SCHEMA,
+            "suite": self.suite,
+            "compbench_version": self.compbench_version,
+            "device_class": self.device_class,
+            "created": self.created,
+            "policy": self.policy,
+            "cells": self.cells,
+        }
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+    def write(self, path: Path) -> None:
+        """Write the baseline file."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> Baseline:
+        """Read a baseline file, refusing other schema versions with a clear message."""
+        path = Path(path)
+        if not path.is_file():
+            raise BaselineError(f"{path}: no such baseline file (record one with `compbench baseline record`)")
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise BaselineError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        if not isinstance(doc, dict) or doc.get("schema_version") != BASELINE_SCHEMA:
+            found = doc.get("schema_version") if isinstance(doc, dict) else None
+            raise BaselineError(f"{path}: baseline schema version {found} != {BASELINE_SCHEMA}; re-record it")
+        try:
+            return cls(doc["suite"], doc["cells"], doc.get("policy") or DEFAULT_POLICY, doc.get("device_class", "cpu"),
+                       doc.get("compbench_version", "?"), doc.get("created", ""))
+        except KeyError as exc:
+            raise BaselineError(f"{path}: missing field {exc.args[0]!r}") from None
+
+
+def _dist(values: list[float]) -> dict[str, Any]:
+    vals = [float(v) for v in values if v is not None and not np.isnan(v)]
+    return {
+        "mean": float(np.mean(vals)) if vals else float("nan"),
+        "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
+        "n": len(vals),
+        "values": [round(v, 6) for v in vals],
+    }
+
+
+def cell_summaries(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per cell id ('model/task', or 'group[N]/task' for big sweeps): metric distributions over seeds."""
+    members: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        if r["status"] != "skipped":
+            members[r["group"]].add(r["model"])
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r["status"] == "skipped":
+            continue
+        big = len(members[r["group"]]) > BIG_GROUP
+        by[f"{r['group']}[*]/{r['task']}" if big else f"{r['model']}/{r['task']}"].append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for cell, recs in by.items():
+        ok = [r for r in recs if r["status"] == "ok"]
+        errors = len(recs) - len(ok)
+        entry: dict[str, Any] = {"task": recs[0]["task"], "group": recs[0]["group"], "errors": errors, "metrics": {}}
+        score = "heldout_acc" if ok and "heldout_acc" in ok[0] else "heldout_r2"
+        if cell.split("/")[0].endswith("[*]"):
+            per_member: dict[str, list[float]] = defaultdict(list)
+            for r in ok:
+                per_member[r["model"]].append(r[score])
+            means = [float(np.mean(v)) for v in per_member.values()]
+            entry["members"] = len(per_member)
+            entry["metrics"]["count_perfect"] = _dist([float(sum(m >= 1 - 1e-9 for m in means))])
+            entry["metrics"]["mean_heldout"] = _dist([float(np.mean(means))] if means else [])
+        else:
+            entry["model"] = recs[0]["model"]
+            entry["keys"] = sorted(r["key"] for r in recs)
+            for metric in (score, "theory_r2", "additivity"):
+                if ok and metric in ok[0]:
+                    entry["metrics"][metric] = _dist([r.get(metric) for r in ok])
+        out[cell] = entry
+    return out
+
+
+def baseline_from_records(suite: str, records: list[dict[str, Any]], device: str) -> Baseline:
+    """A baseline recording every cell's metric distributions."""
+    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return Baseline(suite, cell_summaries(records), device_class=device, created=created)

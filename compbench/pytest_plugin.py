@@ -1,0 +1,162 @@
+"""pytest plugin: `pytest suites/kernel-limits.yaml` collects one test item per (model, task) cell.
+
+A cell item trains (or reads from the cache) every seed of its model on its task and fails when a
+per-cell expectation of the suite fails, when a cell errors, or — with `--compbench-baseline
+FILE` — when it regresses beyond seed noise. Cross-cell claims (`ordered`) become one item each.
+Suite files are collected when named on the command line or matched by the `compbench_suites`
+ini option (glob patterns).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BIG_GROUP = 12
+
+
+class CompbenchFailure(Exception):
+    """A suite cell failed an expectation or regressed."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("compbench")
+    group.addoption("--compbench-baseline", default=None, help="fail cells that regress against this baseline JSON")
+    group.addoption("--compbench-results", default=None, help="results directory holding the cache (default results/<suite>)")
+    group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.addini("compbench_suites", type="args", default=[], help="glob patterns of suite YAML files to collect")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    patterns = parent.config.getini("compbench_suites")
+    rel = str(file_path.relative_to(parent.config.rootpath)) if file_path.is_relative_to(parent.config.rootpath) else str(file_path)
+    if parent.session.isinitpath(file_path) or any(fnmatch.fnmatch(rel, p) for p in patterns):
+        return SuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SuiteFile(pytest.File):
+    """A suite YAML file: one item per (model, task) cell and one per cross-cell expectation."""
+
+    _runner: Any = None
+
+    def runner(self) -> Any:
+        """The suite's runner (built once per process, i.e. per xdist worker)."""
+        if self._runner is None:
+            from compbench.runner.run import SuiteRunner
+
+            loaded = self.loaded
+            cfg = self.config
+            out = cfg.getoption("compbench_results") or Path("results") / loaded.name
+            self._runner = SuiteRunner(loaded, Path(out), device=cfg.getoption("compbench_device"))
+            self.session.config.add_cleanup(self._runner.close)
+        return self._runner
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        from compbench.suite import SuiteError, load_suite
+
+        try:
+            self.loaded = load_suite(self.path)
+        except SuiteError as exc:
+            raise self.CollectError(str(exc)) from None
+        sizes: dict[str, int] = defaultdict(int)
+        for m in self.loaded.models:
+            sizes[m.group] += 1
+        cells: dict[tuple[str, str], list[Any]] = defaultdict(list)
+        for m in self.loaded.models:
+            subject = m.group if sizes[m.group] > BIG_GROUP else m.id
+            for t in self.loaded.tasks_for(m):
+                cells[(subject, t.id)].append((m.id, t.id))
+        for (subject, task), members in cells.items():
+            yield CellItem.from_parent(self, name=f"{subject}::{task}", members=members)
+        for i, exp in enumerate(self.loaded.suite.expectations):
+            if exp.claim == "ordered":
+                yield ExpectationItem.from_parent(self, name=f"expectation::{exp.id or f'ordered-{i + 1}'}", index=i)
+
+    def run_cells(self, pairs: set[tuple[str, str]]) -> list[dict[str, Any]]:
+        """Records of the given (model id, task id) cells, trained or read from the cache."""
+        runner = self.runner()
+        records: list[dict[str, Any]] = []
+        for job in runner.jobs:
+            if (job.model.id, job.task.entry.id) in pairs:
+                records.extend(runner.run(job)[0])
+        return records
+
+
+class CellItem(pytest.Item):
+    """All seeds of one model (or one big sweep) on one task."""
+
+    def __init__(self, *, members: list[tuple[str, str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.members = members
+
+    def runtest(self) -> None:
+        from compbench.scoring.expectations import evaluate_expectations
+
+        parent: SuiteFile = self.parent  # type: ignore[assignment]
+        records = parent.run_cells(set(self.members))
+        problems = [f"cell error ({r['model']}, seed {r['seed']}): {r['error']}" for r in records if r["status"] == "error"]
+        per_cell = [e for e in parent.loaded.suite.expectations if e.claim != "ordered"]
+        for v in evaluate_expectations(per_cell, records):
+            if v.detail == "no records matched":
+                continue
+            line = f"{v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: measured {v.measured:.4g} (needs {v.threshold}); {v.detail}"
+            self.user_properties.append(("verdict", line))
+            if not v.passed:
+                problems.append(line)
+        baseline_path = self.config.getoption("compbench_baseline")
+        if baseline_path:
+            from compbench.check import Baseline, cell_summaries, compare
+
+            baseline = Baseline.read(Path(baseline_path))
+            current = cell_summaries(records)
+            base = Baseline(baseline.suite, {c: baseline.cells[c] for c in current if c in baseline.cells}, baseline.policy)
+            for row in compare(base, current):
+                if row.failed:
+                    problems.append(
+                        f"{row.verdict}: {row.cell} {row.metric}: baseline {row.baseline}, now {row.now}, "
+                        f"delta {row.delta:+.4f} (tolerance {row.tolerance:.4f})"
+                    )
+        if problems:
+            raise CompbenchFailure("\n".join(problems))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CompbenchFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"compbench cell {self.name}"
+
+
+class ExpectationItem(CellItem):
+    """A cross-cell claim (e.g. `ordered`), checked on all the cells it names."""
+
+    def __init__(self, *, index: int, **kwargs: Any) -> None:
+        super().__init__(members=[], **kwargs)
+        self.index = index
+
+    def runtest(self) -> None:
+        from compbench.scoring.expectations import evaluate_expectations
+        from compbench.suite import matches
+
+        parent: SuiteFile = self.parent  # type: ignore[assignment]
+        exp = parent.loaded.suite.expectations[self.index]
+        pairs = {
+            (m.id, t.id)
+            for m in parent.loaded.models
+            if matches(m.id, exp.models, m.group)
+            for t in parent.loaded.tasks_for(m)
+            if any(fnmatch.fnmatchcase(t.id, p) for p in exp.tasks)
+        }
+        failed = [v for v in evaluate_expectations([exp], parent.run_cells(pairs)) if not v.passed]
+        if failed:
+            raise CompbenchFailure(
+                "\n".join(f"FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})" for v in failed)
+            )

@@ -1,0 +1,69 @@
+"""The pytest plugin: suite files collect one item per cell, pass/fail on expectations and baselines."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SUITE = """\
+name: plug
+seeds: 6
+tasks:
+  - {id: te, family: transitive_equivalence}
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+models:
+  - id: overlap
+    adapter: kernel
+    params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}
+  - id: rich
+    adapter: mlp
+    params: {width: 256, init_scale: 1.0e-3, lr: 0.1, max_steps: 3000, loss_tol: 1.0e-3}
+    tasks: [te]
+expectations:
+  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+  - {id: infers, claim: beats_kernel, models: [rich], tasks: [te]}
+  - {id: order, claim: ordered, over: models, models: [rich, overlap], tasks: [te], metric: heldout_acc, tolerance: 0.2}
+"""
+
+
+@pytest.fixture
+def suite_dir(pytester: pytest.Pytester):
+    pytester.makefile(".yaml", plug=SUITE)
+    return pytester
+
+
+def test_collects_one_item_per_cell_plus_ordered_claims(suite_dir):
+    result = suite_dir.runpytest_subprocess("plug.yaml", "--collect-only", "-q", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(
+        ["plug.yaml::overlap::te", "plug.yaml::overlap::add", "plug.yaml::rich::te", "plug.yaml::expectation::order", "4 tests collected*"]
+    )
+    result = suite_dir.runpytest_subprocess("plug.yaml", "--collect-only", "-q", "-p", "no:cacheprovider", "-k", "overlap")
+    result.stdout.fnmatch_lines(["plug.yaml::overlap::te", "plug.yaml::overlap::add", "2/4 tests collected (2 deselected)*"])
+
+
+def test_passes_on_its_baseline_under_xdist_and_fails_a_planted_regression(suite_dir):
+    from compbench.cli import main
+
+    res = ["--compbench-results", "res", "-p", "no:cacheprovider"]
+    assert main(["baseline", "record", "--suite", str(suite_dir.path / "plug.yaml"), "--out", str(suite_dir.path / "base.json"),
+                 "--results", str(suite_dir.path / "res"), "--quiet"]) == 0
+    result = suite_dir.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json", "-n", "2")
+    result.assert_outcomes(passed=4)
+    # Planted regression (the rich net initialised lazily) plus an expectation that cannot hold.
+    planted = SUITE.replace("init_scale: 1.0e-3, lr: 0.1", "init_scale: 1.0, lr: 0.02").replace(
+        "tolerance: 0.01}", "tolerance: 0.01}\n  - {id: bad, claim: beats_kernel, models: [overlap], tasks: [te]}"
+    )
+    suite_dir.makefile(".yaml", plug=planted)
+    result = suite_dir.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json")
+    result.stdout.fnmatch_lines(["*REGRESSED: rich/te heldout_acc: baseline 1.0000 ± 0.0000 (n=6)*"])
+    result.stdout.fnmatch_lines(["*FAIL bad [[]beats_kernel[]] overlap on te: measured 0 (needs heldout_acc − theory_acc ≥ 0.2)*"])
+    result.assert_outcomes(passed=1, failed=3)
+
+
+def test_invalid_suite_is_a_collection_error(suite_dir):
+    suite_dir.makefile(".yaml", plug=SUITE.replace("family: additive", "family: additve"))
+    result = suite_dir.runpytest_subprocess("plug.yaml", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*plug.yaml:5: tasks[[]1[]].family: unknown task family 'additve'*"])
+    assert result.ret == 2
