@@ -29,7 +29,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out) if args.out else Path("results") / loaded.name
     try:
         summary = run_suite(
-            loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, progress=not args.quiet
+            loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, progress=not args.quiet,
+            executor=args.executor, workers=args.workers, address=args.address,
         )
     except DeviceUnavailableError as exc:
         _err(str(exc))
@@ -163,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="output directory (default results/<suite name>)")
     run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     run.add_argument("--force", action="store_true", help="recompute every cell, ignoring the cache")
+    run.add_argument("--executor", default="local", choices=["local", "process", "ray"],
+                     help="where cells run: this process, a local process pool (--workers), or Ray")
+    run.add_argument("--workers", type=int, default=2, help="process-pool size (--executor process)")
+    run.add_argument("--address", help="Ray cluster address (--executor ray; default: start a local instance)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
@@ -203,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
     from compbench.check import BaselineError
     from compbench.runner.device import DeviceUnavailableError
+    from compbench.runner.executors import ExecutorUnavailableError
     from compbench.store import StoreSchemaError
     from compbench.suite import SuiteError
 
@@ -213,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         for issue in exc.issues:
             print(f"error: {issue}", file=sys.stderr)
         return EXIT_USAGE
-    except (StoreSchemaError, BaselineError, DeviceUnavailableError) as exc:
+    except (StoreSchemaError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError) as exc:
         _err(str(exc))
         return EXIT_USAGE
 

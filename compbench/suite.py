@@ -224,8 +224,9 @@ class _LineMap:
 
 def _parse_yaml(text: str, file: str) -> tuple[Any, _LineMap]:
     lines = _LineMap(file)
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is None:
             raise SuiteError([SuiteIssue(file, None, "", "the file is empty")])
@@ -235,10 +236,16 @@ def _parse_yaml(text: str, file: str) -> tuple[Any, _LineMap]:
         mark = exc.problem_mark or exc.context_mark
         msg = " ".join(str(p) for p in (exc.context, exc.problem) if p)
         raise SuiteError([SuiteIssue(file, mark.line + 1 if mark else None, "", f"invalid YAML: {msg}")]) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        raise SuiteError([SuiteIssue(file, line, "", f"invalid YAML: {exc.reason} (character {exc.character!r})")]) from None
     except yaml.YAMLError as exc:
         raise SuiteError([SuiteIssue(file, None, "", f"invalid YAML: {exc}")]) from None
+    except RecursionError:
+        raise SuiteError([SuiteIssue(file, None, "", "invalid YAML: nested too deeply")]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     return data, lines
 
 

@@ -95,8 +95,8 @@ def run_job(job: Job, device: str) -> list[dict[str, Any]]:
             status="ok",
             theory_kernel=kernel_name,
             theory_objective=options["objective"],
-            predictions=np.round(preds, 10),
-            theory_predictions=None if theory_preds is None else np.round(theory_preds, 10),
+            predictions=np.round(preds, 10).tolist(),
+            theory_predictions=None if theory_preds is None else np.round(theory_preds, 10).tolist(),
             wall_time=train_wall + time.perf_counter() - t0,
         )
         records.append(rec)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
+from compbench.runner.executors import run_local, run_process_pool, run_ray
 from compbench.runner.execute import run_job
 from compbench.runner.progress import Progress
 from compbench.store import ResultStore
@@ -28,6 +30,7 @@ class RunSummary:
     n_skipped: int = 0
     wall_time: float = 0.0
     interrupted: bool = False
+    executor: str = "local"
 
 
 class SuiteRunner:
@@ -50,23 +53,75 @@ class SuiteRunner:
             self._cache = self.store.latest()
         return self._cache
 
-    def run(self, job: Job) -> tuple[list[dict[str, Any]], bool]:
-        """The job's records and whether they came from the cache; fresh ones are stored at once."""
-        if all(k in self.cache for k in job.keys):
-            # The key covers what determines the result, not the names: relabel for this suite.
-            labels = {"task": job.task.entry.id, "model": job.model.id, "group": job.model.group,
-                      "sweep": job.model.sweep_values, "suite": self.loaded.name}
-            return [{**self.cache[k], **labels} for k in job.keys], True
-        records = run_job(job, self.device)
+    def cached(self, job: Job, recheck: bool = False) -> list[dict[str, Any]] | None:
+        """The job's stored records, relabelled for this suite, or None if any seed is missing.
+
+        With `recheck`, the store is asked again: another process may have finished the job.
+        """
+        if recheck and not all(k in self.cache for k in job.keys):
+            self.cache.update(self.store.lookup(list(job.keys)))
+        if not all(k in self.cache for k in job.keys):
+            return None
+        # The key covers what determines the result, not the names: relabel for this suite.
+        labels = {"task": job.task.entry.id, "model": job.model.id, "group": job.model.group,
+                  "sweep": job.model.sweep_values, "suite": self.loaded.name}
+        return [{**self.cache[k], **labels} for k in job.keys]
+
+    def store_records(self, records: list[dict[str, Any]]) -> None:
+        """Persist one finished job's records."""
         for r in records:
             r["suite"] = self.loaded.name
         self.store.append(records)
         self.cache.update({r["key"]: r for r in records})
+
+    def run(self, job: Job, wait: bool = True) -> tuple[list[dict[str, Any]] | None, bool]:
+        """The job's records and whether they came from the cache; fresh ones are stored at once.
+
+        A job another live process has claimed is waited for (or, with wait=False, returned as
+        (None, False) to come back to later), so concurrent runs do not duplicate work.
+        """
+        job_id = "|".join(job.keys)
+        while True:
+            hit = self.cached(job, recheck=True)
+            if hit is not None:
+                return hit, True
+            if self.store.claim(job_id):
+                break
+            if not wait:
+                return None, False
+            time.sleep(0.05)
+        try:
+            records = run_job(job, self.device)
+            self.store_records(records)
+        finally:
+            self.store.release(job_id)
         return records, False
 
     def close(self) -> None:
         """Close the store."""
         self.store.close()
+
+
+def _execute(
+    runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None
+) -> Iterator[tuple[int, list[dict[str, Any]], bool]]:
+    if executor == "local":
+        deferred = []
+        for i, job in enumerate(jobs):
+            recs, cached = runner.run(job, wait=False)
+            if recs is None:
+                deferred.append(i)  # another process is on it: come back at the end
+            else:
+                yield i, recs, cached
+        for i in deferred:
+            recs, cached = runner.run(jobs[i])
+            assert recs is not None
+            yield i, recs, cached
+        return
+    source = run_process_pool(jobs, runner.device, workers) if executor == "process" else run_ray(jobs, runner.device, address)
+    for i, recs in source:
+        runner.store_records(recs)
+        yield i, recs, False
 
 
 def run_suite(
@@ -77,28 +132,43 @@ def run_suite(
     force: bool = False,
     model_patterns: list[str] | None = None,
     progress: bool = True,
+    executor: str = "local",
+    workers: int = 2,
+    address: str | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished."""
     start = time.perf_counter()
+    if executor not in ("local", "process", "ray"):
+        raise ValueError(f"executor must be local, process or ray, got {executor!r}")
     if model_patterns:
         loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
     runner = SuiteRunner(loaded, out_dir, device, force)
-    summary = RunSummary(loaded.name, runner.device)
+    summary = RunSummary(loaded.name, runner.device, executor=executor)
+    results: list[list[dict[str, Any]] | None] = [None] * len(runner.jobs)
+    todo: list[int] = []
     with Progress(len(runner.jobs), loaded.name, enabled=progress) as bar:
         try:
-            for job in runner.jobs:
-                recs, cached = runner.run(job)
+            for i, job in enumerate(runner.jobs):
+                hit = runner.cached(job) if executor != "local" else None
+                if hit is not None:
+                    results[i] = hit
+                    summary.n_cached += len(hit)
+                    bar.advance([r["status"] for r in hit], cached=True)
+                else:
+                    todo.append(i)
+            for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address):
+                results[todo[j]] = recs
                 if cached:
                     summary.n_cached += len(recs)
                 else:
                     summary.n_run += len(recs)
                 bar.advance([r["status"] for r in recs], cached=cached)
-                summary.records.extend(recs)
-                summary.n_failed += sum(r["status"] == "error" for r in recs)
-                summary.n_skipped += sum(r["status"] == "skipped" for r in recs)
         except KeyboardInterrupt:
             summary.interrupted = True
         finally:
             runner.close()
+    summary.records = [r for recs in results if recs is not None for r in recs]
+    summary.n_failed = sum(r["status"] == "error" for r in summary.records)
+    summary.n_skipped = sum(r["status"] == "skipped" for r in summary.records)
     summary.wall_time = time.perf_counter() - start
     return summary

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -16,6 +18,23 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 STORE_FILE = "records.sqlite"
+
+
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+CLAIM_TTL = 3600.0  # a claim from another host is trusted this long (its process cannot be probed)
+
+
+def _alive(owner: str, created: float) -> bool:
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return time.time() - created < CLAIM_TTL
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class StoreSchemaError(RuntimeError):
@@ -56,6 +75,7 @@ class ResultStore:
             " suite TEXT, status TEXT, created REAL, record TEXT NOT NULL)"
         )
         db.execute("CREATE INDEX IF NOT EXISTS records_key ON records (key)")
+        db.execute("CREATE TABLE IF NOT EXISTS claims (job TEXT PRIMARY KEY, owner TEXT, created REAL)")
         db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         (version,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
         if int(version) != SCHEMA_VERSION:
@@ -78,6 +98,38 @@ class ResultStore:
         """The newest record per cell key (only `keys`, when given)."""
         out = {r["key"]: r for r in self}
         return out if keys is None else {k: out[k] for k in keys if k in out}
+
+    def lookup(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The newest stored record for each of `keys` that has one (sees other processes' writes)."""
+        db = self._connect(create=False)
+        if db is None or not keys:
+            return {}
+        marks = ",".join("?" * len(keys))
+        rows = db.execute(f"SELECT record FROM records WHERE key IN ({marks}) ORDER BY id", keys)
+        return {r["key"]: r for r in (json.loads(text) for (text,) in rows)}
+
+    def claim(self, job: str) -> bool:
+        """Claim a job for this process; False while another live process holds it."""
+        db = self._connect(create=True)
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT owner, created FROM claims WHERE job = ?", (job,)).fetchone()
+            if row is not None and row[0] != OWNER and _alive(row[0], row[1]):
+                db.execute("ROLLBACK")
+                return False
+            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (job, OWNER, time.time()))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return True
+
+    def release(self, job: str) -> None:
+        """Drop this process's claim on a job."""
+        db = self._connect(create=True)
+        assert db is not None
+        db.execute("DELETE FROM claims WHERE job = ? AND owner = ?", (job, OWNER))
 
     def append(self, records: list[dict[str, Any]]) -> None:
         """Store one finished job's records in a single transaction."""
