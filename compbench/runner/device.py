@@ -20,3 +20,19 @@ def resolve_device(requested: str = "auto") -> str:
     if requested == "cuda":
         raise DeviceUnavailableError("--device cuda was requested but torch.cuda.is_available() is False")
     return "cpu"
+
+
+def determinism_settings() -> dict[str, object]:
+    """What governs bit-reproducibility of this process's results (recorded with each cell)."""
+    import sys
+
+    out: dict[str, object] = {"seeded": "per-seed torch.Generator and numpy default_rng"}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out.update(
+            torch_version=torch.__version__,
+            deterministic_algorithms=bool(torch.are_deterministic_algorithms_enabled()),
+            cudnn_deterministic=bool(torch.backends.cudnn.deterministic),
+            threads=int(torch.get_num_threads()),
+        )
+    return out

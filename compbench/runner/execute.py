@@ -10,6 +10,7 @@ import numpy as np
 
 from compbench.adapters import InvalidModelError, get_adapter
 from compbench.runner.cells import Job
+from compbench.runner.device import determinism_settings
 from compbench.scoring.metrics import cell_metrics
 
 
@@ -28,6 +29,7 @@ def _base_record(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
         "device": device,
         "n_train": int(t.data.train_mask.sum()),
         "n_test": int((~t.data.train_mask).sum()),
+        "determinism": determinism_settings(),
     }
 
 

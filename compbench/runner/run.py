@@ -103,7 +103,7 @@ class SuiteRunner:
 
 
 def _execute(
-    runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None
+    runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None, gpus_per_job: float
 ) -> Iterator[tuple[int, list[dict[str, Any]], bool]]:
     if executor == "local":
         deferred = []
@@ -118,7 +118,10 @@ def _execute(
             assert recs is not None
             yield i, recs, cached
         return
-    source = run_process_pool(jobs, runner.device, workers) if executor == "process" else run_ray(jobs, runner.device, address)
+    if executor == "process":
+        source = run_process_pool(jobs, runner.device, workers)
+    else:
+        source = run_ray(jobs, runner.device, address, gpus_per_job)
     for i, recs in source:
         runner.store_records(recs)
         yield i, recs, False
@@ -135,6 +138,7 @@ def run_suite(
     executor: str = "local",
     workers: int = 2,
     address: str | None = None,
+    gpus_per_job: float = 0.25,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished."""
     start = time.perf_counter()
@@ -156,7 +160,7 @@ def run_suite(
                     bar.advance([r["status"] for r in hit], cached=True)
                 else:
                     todo.append(i)
-            for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address):
+            for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job):
                 results[todo[j]] = recs
                 if cached:
                     summary.n_cached += len(recs)
