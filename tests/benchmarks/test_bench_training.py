@@ -1,0 +1,50 @@
+"""Benchmarks: 16 seeds of the H=1000 MLP on symbolic addition, sequential loop vs vectorised.
+
+Run with `pytest tests/benchmarks --benchmark-only` (benchmarks are disabled in the default run).
+Each side runs the same 300 full-batch GD steps per seed (early stopping off), so the ratio is
+the cost per seed-step.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from compbench.encodings import encode
+from compbench.tasks import make_task
+from compbench.training.batched_mlp import init_stacked_mlp, member_module, train_stacked
+
+SEEDS, WIDTH, STEPS = 16, 1000, 300
+
+
+@pytest.fixture(scope="module")
+def data():
+    enc = encode("onehot", make_task("additive", anchors=[[0, 8], [0, 8]]))
+    return torch.as_tensor(enc.train.x, dtype=torch.float32), torch.as_tensor(enc.train.y, dtype=torch.float32)
+
+
+def sequential_torch_loop(x, y):
+    """The usual way: one nn.Module and one optimizer per seed, trained one after another."""
+    for seed in range(SEEDS):
+        net = member_module(init_stacked_mlp([seed], x.shape[1], WIDTH, 1, 1.0), 0)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01)
+        for _ in range(STEPS):
+            opt.zero_grad()
+            loss = ((net(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+
+
+def vectorised(x, y):
+    """compbench: all 16 seeds as one stacked model."""
+    train_stacked(init_stacked_mlp(list(range(SEEDS)), x.shape[1], WIDTH, 1, 1.0), x, y, lr=0.01, max_steps=STEPS, loss_tol=0)
+
+
+@pytest.mark.benchmark(group="mlp-16-seeds")
+def test_mlp_16_seeds_sequential(benchmark, data):
+    benchmark.pedantic(sequential_torch_loop, args=data, rounds=3, warmup_rounds=1)
+
+
+@pytest.mark.benchmark(group="mlp-16-seeds")
+def test_mlp_16_seeds_vectorised(benchmark, data):
+    benchmark.pedantic(vectorised, args=data, rounds=3, warmup_rounds=1)
