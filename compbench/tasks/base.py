@@ -57,6 +57,8 @@ def validate_split(task: TaskData) -> None:
     """Reject empty train/held-out sets, unseen component values, bad targets."""
     if task.cells.ndim != 2 or len(task.cells) != len(task.y) or len(task.y) != len(task.train_mask):
         raise SplitError("cells, y and train_mask must have one row per cell")
+    if task.kind not in ("classification", "regression"):
+        raise SplitError(f"task kind must be 'classification' or 'regression', got {task.kind!r}")
     if not np.all(np.isfinite(task.y)):
         raise SplitError("targets must be finite")
     if task.kind == "classification" and not np.all(np.isin(task.y, (-1.0, 1.0))):
@@ -69,11 +71,11 @@ def validate_split(task: TaskData) -> None:
         return
     train, test = task.cells[task.train_mask], task.cells[~task.train_mask]
     for c in range(task.n_components):
-        seen = set(train[:, c].tolist())
-        for cell in test:
-            if int(cell[c]) not in seen:
-                name = task.component_names[c] if task.component_names else f"component {c}"
-                raise SplitError(
-                    f"component {name!r} (index {c}) value {int(cell[c])} occurs in held-out cell "
-                    f"{tuple(int(v) for v in cell)} but in no training cell"
-                )
+        unseen = np.flatnonzero(~np.isin(test[:, c], train[:, c]))
+        if len(unseen):
+            cell = test[unseen[0]]
+            name = task.component_names[c] if task.component_names else f"component {c}"
+            raise SplitError(
+                f"component {name!r} (index {c}) value {int(cell[c])} occurs in held-out cell "
+                f"{tuple(int(v) for v in cell)} but in no training cell"
+            )

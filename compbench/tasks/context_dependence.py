@@ -10,6 +10,8 @@ from pydantic import Field, model_validator
 from compbench.tasks.base import TaskData, grid
 from compbench.tasks.registry import TaskParams, register_family
 
+SIGN = [-1.0, -1.0, -1.0, 1.0, 1.0, 1.0]  # low feature values → -1, high → +1
+
 # The paper's naming (its figures); the reference config files number them the other way round.
 PRESETS: dict[str, list[dict[int, list[int]]]] = {
     "CD-1": [{1: [0], 2: [3]}],
@@ -25,7 +27,7 @@ class ContextDependenceParams(TaskParams):
     contexts: int = Field(default=2, ge=1)
     features: list[int] = Field(default_factory=lambda: [6, 6], min_length=1)
     context_to_feature: list[int] = Field(default_factory=lambda: [0, 1])
-    responses: list[list[float]] = Field(default_factory=lambda: [[-1, -1, -1, 1, 1, 1], [-1, -1, -1, 1, 1, 1]])
+    responses: list[list[float]] = Field(default_factory=lambda: [list(SIGN), list(SIGN)])
     held_out: list[dict[int, list[int]]] | None = None
 
     @model_validator(mode="after")

@@ -48,7 +48,7 @@ def register_family(name: str, params_model: type[TaskParams]) -> Callable[[Call
 def _spec(family: str) -> FamilySpec:
     if family not in FAMILIES:
         close = difflib.get_close_matches(family, FAMILIES, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
         raise UnknownFamilyError(f"unknown task family {family!r}{hint} known: {', '.join(sorted(FAMILIES))}")
     return FAMILIES[family]
 

@@ -15,7 +15,8 @@ class SymmetryParams(TaskParams):
     """Which variant; `n_items` and `relation_seed` are for 'swap'."""
 
     variant: Literal["invariance", "partial_exposure", "swap"] = "invariance"
-    n_items: int = Field(default=6, ge=2)
+    # 2 items leave a single held-out pair, which can never carry both labels.
+    n_items: int = Field(default=6, ge=3)
     relation_seed: int = 0
 
 
@@ -45,7 +46,8 @@ def build_symmetry(p: SymmetryParams) -> TaskData:
         train = cells[:, 1] == 0
     else:
         train = ~((cells[:, 0] == 1) & (cells[:, 1] == 1))
-    # Invariance holds out the nuisance value itself: the one split where an unseen value is the point.
+    # Invariance holds out the nuisance value (component 2 = 1) itself: the test is whether the
+    # model ignores a value it never saw, so here, and only here, an unseen value is the point.
     return TaskData(
         "symmetry", cells, y, train, (2, 2), "classification", p.model_dump(), ("component 1", "component 2"),
         allow_unseen_values=p.variant == "invariance",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from compbench.tasks.base import TaskData, grid
 from compbench.tasks.registry import TaskParams, register_family
@@ -14,6 +14,13 @@ class TransitiveOrderingParams(TaskParams):
 
     n_items: int = Field(default=7, ge=3)
     train_distances: list[int] = Field(default_factory=lambda: [1], min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> TransitiveOrderingParams:
+        bad = [d for d in self.train_distances if not 1 <= d < self.n_items]
+        if bad:
+            raise ValueError(f"train_distances {bad} out of range 1..{self.n_items - 1}")
+        return self
 
 
 @register_family("transitive_ordering", TransitiveOrderingParams)
