@@ -32,6 +32,9 @@ class Fitted:
     error: str | None = None
     # Seed-specific theory kernels (e.g. the empirical NTK at this init): (K_train,train, K_eval,train).
     kernels: tuple[np.ndarray, np.ndarray] | None = None
+    # Set only when the adapter's own fit *is* the theory engine's solver (kernel SVM/SVR), so the
+    # runner need not solve the same problem twice.
+    theory_predictions: np.ndarray | None = None
 
 
 class Adapter:

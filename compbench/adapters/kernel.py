@@ -118,7 +118,11 @@ class KernelAdapter(Adapter):
         else:
             preds, converged = theory.kernel_svr(K_tr, K_ev, y_tr, C=p.C, epsilon=p.epsilon, max_iter=p.max_iter)
             info["converged"] = bool(converged)
-        fitted = Fitted(np.asarray(preds, dtype=np.float64), info=info, kernels=(K_tr, K_ev))
+        preds = np.asarray(preds, dtype=np.float64)
+        # min-norm/ridge above use an independent solver from the theory engine's; SVM/SVR call the
+        # engine's own solver, so their theory prediction is this very fit.
+        engine_fit = preds if p.objective in ("svm", "svr") else None
+        fitted = Fitted(preds, info=info, kernels=(K_tr, K_ev), theory_predictions=engine_fit)
         return [fitted for _ in seeds]
 
     def theory_options(self) -> dict[str, Any]:

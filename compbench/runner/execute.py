@@ -80,7 +80,9 @@ def run_job(job: Job, device: str) -> list[dict[str, Any]]:
         preds = per_cell(fit.predictions, ids, n)
         kernels = fit.kernels or shared
         theory_preds = None
-        if kernels is not None:
+        if fit.theory_predictions is not None:
+            theory_preds = per_cell(fit.theory_predictions, ids, n)
+        elif kernels is not None:
             from compbench.theory.predict import theory_predictions
 
             regression = options["objective"] in ("min_norm", "ridge")

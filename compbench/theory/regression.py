@@ -66,20 +66,23 @@ def _pm_one(y_train: np.ndarray, n: int) -> np.ndarray:
     return y
 
 
-def _fit_quietly(model, Kt: np.ndarray, y: np.ndarray) -> bool:
-    """Fit, turning sklearn's ConvergenceWarning into a False return instead of a warning."""
-    from sklearn.exceptions import ConvergenceWarning
+def _libsvm_fit(Kt: np.ndarray, Kc: np.ndarray, y: np.ndarray, svm_type: int, C: float, epsilon: float, max_iter: int) -> tuple[np.ndarray, bool]:
+    """libsvm on a precomputed Gram, called directly.
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        model.fit(Kt, y)
-    converged = True
-    for w in caught:
-        if issubclass(w.category, ConvergenceWarning):
-            converged = False
-        else:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return converged
+    sklearn's SVC/SVR wrap exactly this call; their per-call input checks cost ~100× the solve on
+    the small Gram matrices of a kernel sweep. tests/test_theory_svm.py checks equality with SVC/SVR.
+    """
+    from sklearn.svm import _libsvm
+
+    support, _, _, sv_coef, intercept, _, _, fit_status, n_iter = _libsvm.fit(
+        np.ascontiguousarray(Kt, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
+        svm_type=svm_type, kernel="precomputed", C=float(C), epsilon=float(epsilon), tol=1e-3,
+        cache_size=200.0, max_iter=int(max_iter),
+    )
+    decision = np.asarray(Kc)[:, support] @ sv_coef[0] + intercept[0]
+    iterations = int(np.max(n_iter)) if np.size(n_iter) else 0
+    converged = fit_status == 0 and (max_iter < 0 or iterations < max_iter)
+    return decision, bool(converged)
 
 
 def kernel_svm(
@@ -89,15 +92,13 @@ def kernel_svm(
     C: float = 1e10,
     max_iter: int = -1,
 ) -> tuple[np.ndarray, bool]:
-    """Decision values of sklearn SVC on a precomputed kernel (reference max-margin objective)."""
-    from sklearn.svm import SVC
-
+    """Decision values of a C-SVM on a precomputed kernel (the reference's SVC), and convergence."""
     Kt, Kc = _gram_pair(K_train, K_cross)
     y = _pm_one(y_train, Kt.shape[0])
-    model = SVC(kernel="precomputed", C=C, max_iter=max_iter)
-    converged = _fit_quietly(model, Kt, y)
-    # classes_ is sorted (-1, +1), so a positive decision value means +1.
-    return model.decision_function(Kc), converged
+    # libsvm's binary decision is for the first class in sorted order (−1), hence the sign flip,
+    # as in sklearn: a positive value means +1.
+    decision, converged = _libsvm_fit(Kt, Kc, (y > 0).astype(np.float64), 0, C, 0.1, max_iter)
+    return -decision, converged
 
 
 def kernel_svr(
@@ -108,13 +109,9 @@ def kernel_svr(
     epsilon: float = 0.1,
     max_iter: int = -1,
 ) -> tuple[np.ndarray, bool]:
-    """Predictions of sklearn SVR on a precomputed kernel (the reference code's regression)."""
-    from sklearn.svm import SVR
-
+    """Predictions of ε-SVR on a precomputed kernel (the reference code's regression), and convergence."""
     Kt, Kc = _gram_pair(K_train, K_cross)
     y = _targets(y_train, Kt.shape[0], "y_train")
     if y.ndim != 1:
         raise ValueError("kernel_svr takes one target column")
-    model = SVR(kernel="precomputed", C=C, epsilon=epsilon, max_iter=max_iter)
-    converged = _fit_quietly(model, Kt, y)
-    return model.predict(Kc), converged
+    return _libsvm_fit(Kt, Kc, y, 3, C, epsilon, max_iter)
