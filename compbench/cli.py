@@ -15,11 +15,12 @@ def _err(msg: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
-    from compbench.report.publish import publish
+    from compbench.report.publish import parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
     from compbench.suite import load_suite, seeds_override
 
+    formats = parse_formats(args.format)
     loaded = load_suite(args.suite, profile=args.profile)
     if args.seeds is not None:
         if args.seeds < 1:
@@ -39,7 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"--model {args.model} matches no model of suite {loaded.name}")
         return EXIT_USAGE
     # With --model only part of the suite ran: its expectations are not judged on a subset.
-    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), check=not args.model)
+    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), check=not args.model, formats=formats)
     n_fail = sum(not v.passed for v in verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
@@ -49,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for v in verdicts:
         if not v.passed:
             print(f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})")
-    print("wrote " + ", ".join(str(p) for p in paths))
+    print(f"wrote {len(paths)} report files to {out_dir}: " + ", ".join(p.name for p in paths if p.suffix != ".png"))
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -58,18 +59,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild a suite's tables from its stored records, without training."""
-    from compbench.report.publish import NoResultsError, rebuild
+    from compbench.report.publish import NoResultsError, parse_formats, rebuild
     from compbench.suite import load_suite
 
+    formats = parse_formats(args.format)
     loaded = load_suite(args.suite)
     out_dir = Path(args.out) if args.out else Path("results") / loaded.name
     try:
-        verdicts, paths = rebuild(out_dir, loaded)
+        verdicts, paths = rebuild(out_dir, loaded, formats)
     except NoResultsError as exc:
         _err(str(exc))
         return EXIT_USAGE
     n_fail = sum(not v.passed for v in verdicts)
-    print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; wrote " + ", ".join(str(p) for p in paths))
+    print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; wrote {len(paths)} files to {out_dir}")
     return EXIT_FAILED if n_fail else EXIT_OK
 
 
@@ -171,10 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpus-per-cell", type=float, default=0.25,
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--format", default="md,csv,html,png", help="report formats, comma-separated (md,csv,html,png)")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
     rep.add_argument("--suite", required=True, help="suite name or path")
     rep.add_argument("--out", help="results directory (default results/<suite name>)")
+    rep.add_argument("--format", default="md,csv,html,png", help="report formats, comma-separated (md,csv,html,png)")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--suite", required=True, help="suite name or path")
@@ -210,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
     from compbench.check import BaselineError
     from compbench.runner.device import DeviceUnavailableError
+    from compbench.report.publish import ReportFormatError
     from compbench.runner.executors import ExecutorUnavailableError
     from compbench.store import StoreSchemaError
     from compbench.suite import SuiteError
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         for issue in exc.issues:
             print(f"error: {issue}", file=sys.stderr)
         return EXIT_USAGE
-    except (StoreSchemaError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError) as exc:
+    except (StoreSchemaError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError) as exc:
         _err(str(exc))
         return EXIT_USAGE
 

@@ -1,5 +1,5 @@
-"""Reports: leaderboard tables and record exports."""
+"""Reports: leaderboard tables (markdown, CSV, HTML) and plots."""
 
-from compbench.report.tables import write_report
+from compbench.report.publish import FORMATS, NoResultsError, publish, rebuild
 
-__all__ = ["write_report"]
+__all__ = ["FORMATS", "NoResultsError", "publish", "rebuild"]

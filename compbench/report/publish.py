@@ -1,4 +1,4 @@
-"""Publish a suite's results: verdicts, tables and files, from a run or rebuilt from the store."""
+"""Publish a suite's results: verdicts, tables, plots and files, from a run or rebuilt from the store."""
 
 from __future__ import annotations
 
@@ -6,26 +6,66 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compbench.report.tables import write_report
+import pandas as pd
+
+from compbench.report.html import html_report
+from compbench.report.tables import markdown_report, records_frame, report_tables
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.suite import LoadedSuite
 
 SUMMARY_FILE = "summary.json"
+FORMATS = ("md", "csv", "html", "png")
 
 
 class NoResultsError(RuntimeError):
     """There are no stored results to report."""
 
 
+class ReportFormatError(ValueError):
+    """An unknown report format was asked for."""
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """'md,csv' → ('md', 'csv'); unknown names are an error."""
+    formats = tuple(f.strip() for f in text.split(",") if f.strip())
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown or not formats:
+        raise ReportFormatError(f"unknown report format(s) {unknown or text!r}; choose from {', '.join(FORMATS)}")
+    return formats
+
+
 def publish(
-    out_dir: Path, loaded: LoadedSuite, records: list[dict[str, Any]], summary: dict[str, Any], *, check: bool = True
+    out_dir: Path,
+    loaded: LoadedSuite,
+    records: list[dict[str, Any]],
+    summary: dict[str, Any],
+    *,
+    check: bool = True,
+    formats: tuple[str, ...] = FORMATS,
 ) -> tuple[list[Verdict], list[Path]]:
-    """Evaluate the suite's expectations on the records and write every report file."""
+    """Evaluate the suite's expectations on the records and write the report files asked for."""
     verdicts = evaluate_expectations(loaded.suite.expectations, records) if check else []
     out_dir.mkdir(parents=True, exist_ok=True)
-    keep = ("suite", "device", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
+    keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
     (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
-    paths = write_report(out_dir, loaded.name, [t.id for t in loaded.suite.tasks], records, verdicts, summary)
+    tables = report_tables([t.id for t in loaded.suite.tasks], records, verdicts, summary)
+    paths: list[Path] = []
+    plots: list[Path] = []
+    if "png" in formats:
+        from compbench.report.plots import write_plots
+
+        plots = write_plots(out_dir, loaded, records)
+        paths += plots
+    if "md" in formats:
+        paths.append(out_dir / "leaderboard.md")
+        paths[-1].write_text(markdown_report(loaded.name, tables, [p.name for p in plots]), encoding="utf-8")
+    if "csv" in formats:
+        paths += [out_dir / "records.csv", out_dir / "expectations.csv"]
+        records_frame(records).to_csv(paths[-2], index=False)
+        pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in verdicts]).to_csv(paths[-1], index=False)
+    if "html" in formats:
+        paths.append(out_dir / "leaderboard.html")
+        paths[-1].write_text(html_report(loaded.name, tables, plots), encoding="utf-8")
     return verdicts, paths
 
 
@@ -39,19 +79,18 @@ def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
     task_order = {t.id: i for i, t in enumerate(loaded.suite.tasks)}
     records.sort(key=lambda r: (model_order.get(r["model"], len(model_order)), task_order.get(r["task"], 0), r["seed"]))
     if not records:
-        raise NoResultsError(f"no stored results for suite {loaded.name!r} in {out_dir / 'store'}; run `compbench run --suite {loaded.name}` first")
+        raise NoResultsError(
+            f"no stored results for suite {loaded.name!r} in {out_dir / 'store'}; run `compbench run --suite {loaded.name}` first"
+        )
     return records
 
 
-def rebuild(out_dir: Path, loaded: LoadedSuite) -> tuple[list[Verdict], list[Path]]:
+def rebuild(out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = FORMATS) -> tuple[list[Verdict], list[Path]]:
     """Rebuild every report file from the stored records (no training)."""
     records = stored_records(out_dir, loaded)
     summary_path = out_dir / SUMMARY_FILE
     summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     summary.setdefault("device", records[0].get("device", "?"))
-    summary.setdefault("wall_time", float("nan"))
-    for k in ("n_run", "n_cached"):
-        summary.setdefault(k, 0)
     summary["n_failed"] = sum(r["status"] == "error" for r in records)
     summary["n_skipped"] = sum(r["status"] == "skipped" for r in records)
-    return publish(out_dir, loaded, records, summary)
+    return publish(out_dir, loaded, records, summary, formats=formats)
