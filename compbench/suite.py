@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import itertools
 from dataclasses import dataclass, field
@@ -322,7 +323,7 @@ def _expand_model(
         seeds = seeds[:1]  # a deterministic model gives the same result for every seed
     specs: list[ModelSpec] = []
     for combo in itertools.product(*axes.values()) if axes else [()]:
-        raw = _deepcopy(entry.params)
+        raw = copy.deepcopy(entry.params)
         values = dict(zip(axes, combo))
         for key, value in values.items():
             try:
@@ -340,14 +341,6 @@ def _expand_model(
             ModelSpec(member_id, entry.id, entry.adapter, params, raw, values, tuple(entry.tasks), seeds, entry.skip_invalid)
         )
     return specs
-
-
-def _deepcopy(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _deepcopy(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_deepcopy(v) for v in obj]
-    return obj
 
 
 def _check_tasks(suite: Suite, lines: _LineMap, issues: list[SuiteIssue]) -> None:

@@ -77,12 +77,18 @@ def reference(tmp_path_factory) -> dict[str, dict]:
     return stored(out)
 
 
-def test_sigkill_loses_only_jobs_in_flight_and_resume_equals_uninterrupted(tmp_path, reference):
+def start_slow_run(tmp_path: Path, rows: int) -> tuple[Path, Path, subprocess.Popen]:
+    """`compbench run` of SLOW in a subprocess, returned once `rows` records are stored."""
     suite = tmp_path / "slow.yaml"
     suite.write_text(SLOW)
     out = tmp_path / "out"
     proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu")
-    wait_for_rows(out, proc, 20)
+    wait_for_rows(out, proc, rows)
+    return suite, out, proc
+
+
+def test_sigkill_loses_only_jobs_in_flight_and_resume_equals_uninterrupted(tmp_path, reference):
+    suite, out, proc = start_slow_run(tmp_path, 20)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = stored(out)
@@ -95,11 +101,7 @@ def test_sigkill_loses_only_jobs_in_flight_and_resume_equals_uninterrupted(tmp_p
 
 
 def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
-    suite = tmp_path / "slow.yaml"
-    suite.write_text(SLOW)
-    out = tmp_path / "out"
-    proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu")
-    wait_for_rows(out, proc, 10)
+    _, out, proc = start_slow_run(tmp_path, 10)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
