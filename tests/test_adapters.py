@@ -111,3 +111,23 @@ def test_rich_mlp_beats_kernel_on_transitive_equivalence():
     assert kernel_acc == 0.5  # all held-out predictions are 0: a tie on every pair
     for fit in fits:
         assert sign_accuracy(fit.predictions[test], task.y[test]) == 1.0
+
+
+@pytest.mark.parametrize(("depth", "loss", "centred"), [(1, "mse", False), (2, "mse", True), (3, "logistic", False)])
+def test_hand_written_backprop_equals_autograd(depth, loss, centred):
+    from compbench.training.batched_mlp import loss_and_grads
+
+    task = make_task("transitive_equivalence")
+    x = torch.as_tensor(onehot(task.cells, task.n_values), dtype=torch.float64)
+    y = torch.as_tensor(task.y)
+    layers = init_stacked_mlp([0, 5, 9], d_in=x.shape[1], width=16, depth=depth, init_scale=1.0, dtype=torch.float64)
+    offset = torch.randn(3, len(y), dtype=torch.float64) if centred else None
+    per_member, grads = loss_and_grads(layers, x, y, loss, offset)
+    params = [p.clone().requires_grad_(True) for layer in layers for p in layer if p is not None]
+    rebuilt = [(params[2 * i], params[2 * i + 1]) for i in range(len(layers))]
+    out = stacked_forward(rebuilt, x) - (0 if offset is None else offset)
+    ref = ((out - y) ** 2).mean(1) if loss == "mse" else torch.nn.functional.softplus(-y * out).mean(1)
+    ref_grads = torch.autograd.grad(ref.sum(), params)
+    torch.testing.assert_close(per_member, ref.detach())
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
