@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from compbench import __version__
 from compbench.encodings import Encoded, encode
@@ -47,11 +51,35 @@ def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
     return {t.id: PreparedTask(t, make_task(t.family, **t.params)) for t in loaded.suite.tasks}
 
 
+# The code that determines a cell's numbers; a change to any of it invalidates cached cells.
+_RESULT_CODE = ("adapters", "encodings", "scoring", "tasks", "theory", "training", "runner/execute.py")
+
+
+@functools.lru_cache(maxsize=None)
+def _source_hash(paths: tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        p = Path(path)
+        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def code_version(adapter: str) -> str:
+    """Hash of compbench's result-producing code plus the adapter's own module (e.g. a plugin's)."""
+    from compbench.adapters import get_adapter
+
+    root = Path(__file__).resolve().parent.parent
+    module_file = inspect.getsourcefile(get_adapter(adapter)) or ""
+    return _source_hash(tuple(str(root / p) for p in _RESULT_CODE) + (module_file,))
+
+
 def key_for(task: TaskEntry, model: ModelSpec, seed: int, device: str) -> str:
     """The cache key of one cell: everything that determines its result."""
     return cell_key(
         {
             "version": __version__,
+            "code": code_version(model.adapter),
             "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
             "adapter": model.adapter,
             "params": model.params.model_dump(mode="json"),
