@@ -1,14 +1,41 @@
-"""Plots of a suite's results (matplotlib, Agg): theory vs network, grids, σ sweeps, CD blocks."""
+"""Plots of a suite's results (matplotlib, Agg backend), written as PNG and SVG under <out>/plots.
+
+- theory-<task>: each model's held-out predictions against its own kernel-theory prediction (y = x:
+  the theory holds); big sweeps are summarised in the legend, not drawn point by point.
+- grid-<task>: for 2-component tasks, the conjunction grid: the truth, and each (non-sweep) model's
+  held-out predictions for its first seed, training cells greyed and outlined.
+- sweep-<param>: held-out score (with the kernel theory's) and additivity against a swept parameter
+  (init scale σ, width).
+- cd-blocks: context dependence: held-out accuracy per held-out block, per model; big kernel sweeps
+  as the share of kernels with perfect held-out accuracy.
+
+Every plotting function returns its matplotlib Figure (for tests); `write_plots` saves them.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import math
 from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-BIG_SWEEP = 12
+BIG_SWEEP = 12  # sweeps with more members are aggregated, never drawn member by member
+SWEEP_PARAMS = {
+    "init_scale": "init scale σ (log scale; small = rich, 1 = lazy)",
+    "width": "hidden width H (log scale)",
+    "lr": "learning rate (log scale)",
+}
+MARKERS = "os^DvP*Xph<>"
+MANIFEST = "manifest.json"
+
+Record = dict[str, Any]
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -17,166 +44,410 @@ def _plt():  # type: ignore[no-untyped-def]
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["svg.hashsalt"] = "compbench"  # stable SVG ids: re-running gives identical files
     return plt
 
 
-def _ok(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _ok(records: list[Record]) -> list[Record]:
     return [r for r in records if r["status"] == "ok"]
 
 
-def _small_models(records: list[dict[str, Any]]) -> list[str]:
-    members: dict[str, set[str]] = defaultdict(set)
+def _members(records: list[Record]) -> dict[str, list[str]]:
+    members: dict[str, dict[str, None]] = defaultdict(dict)
     for r in records:
-        members[r["group"]].add(r["model"])
-    return list(dict.fromkeys(r["model"] for r in records if len(members[r["group"]]) <= BIG_SWEEP and not r.get("sweep")))
+        if r["status"] != "skipped":
+            members[r["group"]][r["model"]] = None
+    return {g: list(m) for g, m in members.items()}
 
 
-def theory_scatter(task: str, records: list[dict[str, Any]], test_mask: np.ndarray):  # type: ignore[no-untyped-def]
-    """Held-out prediction of each model vs its kernel-theory prediction (y = x: theory holds)."""
+def _big(records: list[Record]) -> set[str]:
+    return {g for g, ms in _members(records).items() if len(ms) > BIG_SWEEP}
+
+
+def _small_models(records: list[Record], include_sweeps: bool = True) -> list[str]:
+    """Models drawn one by one: not members of a big sweep (and, optionally, not sweep members at all)."""
+    big = _big(records)
+    return list(dict.fromkeys(
+        r["model"] for r in records if r["group"] not in big and (include_sweeps or not r.get("sweep"))
+    ))
+
+
+def model_colors(models: Sequence[str]) -> dict[str, Any]:
+    """One colour per model, the same in every plot of a report."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    cmap = plt.get_cmap("tab10" if len(models) <= 10 else "tab20")
+    return {m: cmap(i % cmap.N) for i, m in enumerate(models)}
+
+
+def _failure_label(model: str, recs: list[Record]) -> str | None:
+    """'model: error (…)' when the model has no scored record here, else None."""
+    if any(r["status"] == "ok" for r in recs):
+        return None
+    statuses = {r["status"] for r in recs}
+    if "error" in statuses:
+        msg = next(str(r.get("error", "")) for r in recs if r["status"] == "error")
+        return f"{model}: error ({_short(msg, 40)})"
+    return f"{model}: skipped (invalid model)"
+
+
+def _short(text: str, n: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _kind(records: list[Record]) -> str:
+    return "classification" if any("heldout_acc" in r for r in _ok(records)) else "regression"
+
+
+def _note_handle(label: str):  # type: ignore[no-untyped-def]
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], linestyle="none", marker="", label=label)
+
+
+def theory_scatter(  # type: ignore[no-untyped-def]
+    task: str, records: list[Record], test_mask: np.ndarray, colors: dict[str, Any] | None = None, missing: Sequence[str] = ()
+):
+    """Each model's held-out prediction against its own kernel-theory prediction, all seeds (y = x: theory holds).
+
+    `missing`: models the suite runs on this task that have no stored record; listed in the legend.
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.6, 4.8), layout="constrained")
+    colors = colors or model_colors(_small_models(records))
+    handles, xs_all, ys_all = [], [], []
     models = _small_models(records)
-    lo, hi = np.inf, -np.inf
+    # Kernel machines sit exactly on y = x: draw them last, hollow, so the networks beneath stay visible.
+    models.sort(key=lambda m: any(r.get("adapter") == "kernel" for r in records if r["model"] == m))
     for i, model in enumerate(models):
-        recs = [r for r in _ok(records) if r["model"] == model and r.get("theory_predictions") is not None]
-        if not recs:
+        recs = [r for r in records if r["model"] == model]
+        failed = _failure_label(model, recs)
+        ok = [r for r in _ok(recs) if r.get("theory_predictions") is not None]
+        if failed or not ok:
+            handles.append(_note_handle(failed or f"{model}: no theory prediction"))
             continue
-        th = np.concatenate([np.asarray(r["theory_predictions"])[test_mask] for r in recs])
-        pr = np.concatenate([np.asarray(r["predictions"])[test_mask] for r in recs])
-        ax.scatter(th, pr, s=14, alpha=0.6, color=f"C{i}", label=model)
-        lo, hi = min(lo, th.min(), pr.min()), max(hi, th.max(), pr.max())
-    if np.isfinite(lo):
-        pad = 0.05 * (hi - lo + 1e-9)
-        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], "k--", lw=1, label="y = x (model = theory)")
+        th = np.concatenate([np.asarray(r["theory_predictions"], dtype=float)[test_mask] for r in ok])
+        pr = np.concatenate([np.asarray(r["predictions"], dtype=float)[test_mask] for r in ok])
+        kernel = all(r.get("adapter") == "kernel" for r in ok)
+        r2 = np.mean([r["theory_r2"] for r in ok if r.get("theory_r2") is not None] or [math.nan])
+        n_err = sum(r["status"] == "error" for r in recs)
+        label = f"{model} (R² {r2:.3f}" + (f", {n_err} seed(s) failed)" if n_err else ")")
+        color = (colors or {}).get(model, f"C{i % 10}")
+        h = ax.scatter(th, pr, s=40 if kernel else 16, marker=MARKERS[i % len(MARKERS)], label=label,
+                       facecolors="none" if kernel else color, edgecolors=color, linewidths=1.2 if kernel else 0.4,
+                       alpha=0.9 if kernel else 0.55, zorder=3 if kernel else 2)
+        handles.append(h)
+        finite = np.isfinite(th) & np.isfinite(pr)
+        xs_all.append(th[finite])
+        ys_all.append(pr[finite])
+    big = _big(records)
+    for group in dict.fromkeys(r["group"] for r in records if r["group"] in big):
+        ok = [r for r in _ok(records) if r["group"] == group]
+        worst = min((r["theory_r2"] for r in ok if r.get("theory_r2") is not None), default=math.nan)
+        n = len({r["model"] for r in ok})
+        handles.append(_note_handle(f"{group}: {n}-model sweep not drawn (worst R² {worst:.3f})"))
+    handles += [_note_handle(f"{m}: missing (no stored result)") for m in missing]
+    if any(len(v) for v in xs_all):
+        # Each axis spans its own data (a theory that predicts a constant would otherwise squash the plot).
+        (x0, x1), (y0, y1) = (_padded(np.concatenate(v)) for v in (xs_all, ys_all))
+        lim = (min(x0, y0), max(x1, y1))
+        handles.append(ax.plot(lim, lim, "k--", lw=1, label="y = x (model = theory)", zorder=1)[0])
+        ax.set_xlim(x0, x1)
+        ax.set_ylim(y0, y1)
+        if _kind(records) == "classification":
+            ax.axhline(0, color="0.8", lw=0.8, zorder=0)
+            ax.axvline(0, color="0.8", lw=0.8, zorder=0)
+    else:
+        ax.text(0.5, 0.5, "no scored model on this task", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("kernel-theory prediction (held-out cells)")
     ax.set_ylabel("model prediction (held-out cells)")
-    ax.set_title(f"{task}: model vs its kernel theory")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    ax.set_title(f"{task}: each model vs its own kernel-theory prediction\n(held-out cells, every seed; "
+                 "R² = agreement with the theory)", fontsize=10)
+    ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
     return fig
 
 
-def grid_heatmaps(task: str, records: list[dict[str, Any]], cells: np.ndarray, y: np.ndarray, train_mask: np.ndarray):  # type: ignore[no-untyped-def]
-    """For a 2-component task: truth and each model's predictions (seed 0) on the grid; train cells outlined."""
+def _padded(v: np.ndarray) -> tuple[float, float]:
+    lo, hi = float(v.min()), float(v.max())
+    pad = 0.06 * (hi - lo) if hi - lo > 0.2 else 0.25
+    return lo - pad, hi + pad
+
+
+def grid_heatmaps(  # type: ignore[no-untyped-def]
+    task: str,
+    records: list[Record],
+    cells: np.ndarray,
+    y: np.ndarray,
+    train_mask: np.ndarray,
+    component_names: Sequence[str] = ("component 1", "component 2"),
+    missing: Sequence[str] = (),
+):
+    """The conjunction grid: truth, and each non-sweep model's predictions (its first seed) on held-out cells.
+
+    `missing`: models the suite runs on this task that have no stored record; shown as such.
+    """
     plt = _plt()
     from matplotlib.patches import Rectangle
 
-    models = [m for m in _small_models(records) if any(r["model"] == m for r in _ok(records))]
+    models = _small_models(records, include_sweeps=False)
     n0, n1 = int(cells[:, 0].max()) + 1, int(cells[:, 1].max()) + 1
-    panels = [("truth", y)] + [
-        (m, np.asarray(min((r for r in _ok(records) if r["model"] == m), key=lambda r: r["seed"])["predictions"])) for m in models
-    ]
-    fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels) + 0.8, 3.0), squeeze=False)
+    panels: list[tuple[str, np.ndarray | None, str]] = [("truth", np.asarray(y, dtype=float), "")]
+    for m in models:
+        recs = [r for r in records if r["model"] == m]
+        ok = _ok(recs)
+        if ok:
+            first = min(ok, key=lambda r: r["seed"])
+            panels.append((f"{m} (seed {first['seed']})", np.asarray(first["predictions"], dtype=float), ""))
+        else:
+            panels.append((m, None, _failure_label(m, recs) or "no result"))
+    panels += [(m, None, f"{m}: missing (no stored result)") for m in missing]
+    ncols = min(len(panels), 3)
+    nrows = math.ceil(len(panels) / ncols)
+    side = min(3.0, max(2.2, 0.32 * max(n0, n1)))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(side * ncols + 1.4, side * nrows + 1.0), squeeze=False, layout="constrained")
     vmax = float(np.nanmax(np.abs(y))) or 1.0
-    for ax, (name, values) in zip(axes[0], panels):
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="white")  # white: conjunctions that are not part of the task
+    annotate = n0 <= 7 and n1 <= 7
+    extend = "neither"
+    im = None
+    for k, ax in enumerate(axes.flat):
+        if k >= len(panels):
+            ax.set_visible(False)
+            continue
+        name, values, failure = panels[k]
+        ax.set_title(name, fontsize=9)
+        if values is None:
+            ax.text(0.5, 0.5, failure.replace(": ", ":\n", 1), ha="center", va="center", fontsize=8, color="darkred",
+                    transform=ax.transAxes, wrap=True)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            continue
         grid = np.full((n0, n1), np.nan)
         grid[cells[:, 0], cells[:, 1]] = values
-        im = ax.imshow(grid, cmap="RdBu_r", vmin=-vmax, vmax=vmax, origin="upper")
-        for (a, b), tr in zip(cells, train_mask):
-            if tr:
-                ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False, edgecolor="black", lw=1.2))
-        ax.set_title(name, fontsize=8)
-        ax.set_xlabel("component 2 value")
-    axes[0][0].set_ylabel("component 1 value")
-    fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="target / prediction")
-    fig.suptitle(f"{task}: truth and predictions (outlined = training cells)", fontsize=9)
+        if name != "truth" and np.nanmax(np.abs(values[~train_mask]), initial=0) > vmax:
+            extend = "both"
+        im = ax.imshow(grid, cmap=cmap, vmin=-vmax, vmax=vmax, origin="upper")
+        for (a, b), tr, v in zip(cells, train_mask, values):
+            if tr:  # training cells: outlined; greyed in the model panels (only held-out cells are predictions)
+                ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, facecolor="0.85" if name != "truth" else "none",
+                                       edgecolor="black", lw=1.2))
+            elif annotate and math.isfinite(v):
+                ax.text(b, a, f"{v:.2f}" if name != "truth" else f"{v:g}", ha="center", va="center", fontsize=6.5,
+                        color="white" if abs(v) > 0.6 * vmax else "black")
+        step = 1 if max(n0, n1) <= 10 else 2
+        ax.set_xticks(range(0, n1, step))
+        ax.set_yticks(range(0, n0, step))
+        ax.set_xlabel(component_names[1] if len(component_names) > 1 else "component 2")
+        ax.set_ylabel(component_names[0] if component_names else "component 1")
+    if im is not None:
+        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, extend=extend, label="truth / model prediction")
+    fig.suptitle(f"{task}: truth and predictions on the conjunction grid\n(grey, outlined: training cells; "
+                 "coloured: held-out cells)", fontsize=10)
     return fig
 
 
-def sweep_curves(records: list[dict[str, Any]], param: str):  # type: ignore[no-untyped-def]
-    """Held-out score and additivity vs a swept parameter (e.g. init scale σ: lazy → rich)."""
+def sweep_curves(records: list[Record], param: str):  # type: ignore[no-untyped-def]
+    """Held-out score (and the kernel theory's) and additivity against a swept parameter, mean ± std over seeds."""
     plt = _plt()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.5, 3.8))
-    by: dict[tuple[str, str], dict[float, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for r in _ok(records):
-        if param in (r.get("sweep") or {}):
-            by[(r["group"], r["task"])][float(r["sweep"][param])].append(r)
-    for i, ((group, task), points) in enumerate(sorted(by.items())):
-        xs = sorted(points)
-        score = "heldout_acc" if "heldout_acc" in points[xs[0]][0] else "heldout_r2"
-        for ax, metric in ((ax1, score), (ax2, "additivity")):
-            means = [np.mean([r[metric] for r in points[x]]) for x in xs]
-            sds = [np.std([r[metric] for r in points[x]]) for x in xs]
-            ax.errorbar(xs, means, yerr=sds, marker="o", ms=4, capsize=2, color=f"C{i}", label=f"{group} on {task}")
-    for ax, label in ((ax1, "held-out score (accuracy or R²)"), (ax2, "held-out additivity R²")):
-        if param in ("init_scale", "width", "lr"):
-            ax.set_xscale("log")
-        ax.set_xlabel({"init_scale": "init scale σ (small = rich, 1 = lazy)"}.get(param, param))
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    ax1.set_title(f"held-out score vs {param}")
-    ax2.set_title(f"additivity vs {param}")
-    ax2.legend(fontsize=7)
-    fig.tight_layout()
-    return fig
-
-
-def cd_blocks(records: list[dict[str, Any]], tasks: list[str]):  # type: ignore[no-untyped-def]
-    """Held-out accuracy per context-dependence block size, per model (sweeps: share of perfect kernels)."""
-    plt = _plt()
-    members: dict[str, set[str]] = defaultdict(set)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
+    by: dict[tuple[str, str], dict[float, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r["status"] != "skipped":
-            members[r["group"]].add(r["model"])
-    rows = list(dict.fromkeys(r["group"] if len(members[r["group"]]) > BIG_SWEEP else r["model"] for r in records if r["task"] in tasks))
-    fig, ax = plt.subplots(figsize=(1.2 + 1.3 * len(rows), 3.8))
-    width = 0.8 / max(len(tasks), 1)
-    for j, task in enumerate(tasks):
-        vals = []
-        for row in rows:
-            ok = [r for r in _ok(records) if r["task"] == task and (r["model"] == row or r["group"] == row)]
-            if not ok:
-                vals.append(np.nan)
-            elif len(members[row]) > BIG_SWEEP:
-                per = defaultdict(list)
-                for r in ok:
-                    per[r["model"]].append(r["heldout_acc"])
-                vals.append(np.mean([np.mean(v) >= 1 - 1e-9 for v in per.values()]))
-            else:
-                vals.append(np.mean([r["heldout_acc"] for r in ok]))
-        ax.bar(np.arange(len(rows)) + j * width, vals, width, label=task, color=f"C{j}")
-    ax.set_xticks(np.arange(len(rows)) + width * (len(tasks) - 1) / 2)
-    ax.set_xticklabels(rows, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("held-out accuracy\n(sweeps: share of kernels at 100%)")
-    ax.set_xlabel("model")
-    ax.set_ylim(0, 1.05)
-    ax.set_title("context dependence: larger held-out blocks invite the context shortcut")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+        if param in (r.get("sweep") or {}) and r["status"] != "skipped":
+            by[(r["group"], r["task"])][float(r["sweep"][param])].append(r)
+    failed_x: list[float] = []
+    handles = []
+    for i, ((group, task), points) in enumerate(sorted(by.items())):
+        color = f"C{i % 10}"
+        xs = [x for x in sorted(points) if _ok(points[x])]
+        failed_x += [x for x in points if not _ok(points[x])]
+        if not xs:
+            continue
+        score = "heldout_acc" if "heldout_acc" in _ok(points[xs[0]])[0] else "heldout_r2"
+        theory = "theory_acc" if score == "heldout_acc" else "theory_heldout_r2"
+        for ax, metric in ((ax1, score), (ax2, "additivity")):
+            vals = [[r[metric] for r in _ok(points[x]) if r.get(metric) is not None] for x in xs]
+            h = ax.errorbar(xs, [np.mean(v) for v in vals], yerr=[np.std(v) for v in vals], marker="o", ms=4, capsize=2,
+                            color=color, label=f"{group} on {task}")
+        handles.append(h)
+        th = [[r[theory] for r in _ok(points[x]) if r.get(theory) is not None] for x in xs]
+        if all(th):
+            handles += ax1.plot(xs, [np.mean(v) for v in th], ls="--", color=color, alpha=0.8,
+                                label=f"{group} on {task}: its kernel theory")
+    for ax in (ax1, ax2):
+        if failed_x:  # marked at the bottom of both panels
+            failed = ax.plot(failed_x, [0.02] * len(failed_x), "x", color="darkred", ms=8,
+                             transform=ax.get_xaxis_transform(), label="every seed failed")
+        if param in SWEEP_PARAMS:
+            ax.set_xscale("log")
+        ax.set_xlabel(SWEEP_PARAMS.get(param, param))
+        ax.grid(alpha=0.3)
+    ax1.set_ylabel("held-out score (accuracy; R² for regression)")
+    ax2.set_ylabel("held-out additivity R²")
+    name = SWEEP_PARAMS.get(param, param).split(" (")[0]
+    ax1.set_title(f"held-out score vs {name}", fontsize=10)
+    ax2.set_title(f"conjunction-wise additivity vs {name}\n(1 = only adds up seen conjunctions)", fontsize=10)
+    if failed_x:
+        handles += failed
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), fontsize=8, frameon=False)
+    else:
+        ax1.text(0.5, 0.5, "no scored sweep member", ha="center", va="center", transform=ax1.transAxes)
     return fig
 
 
-def write_plots(out_dir: Path, loaded: Any, records: list[dict[str, Any]]) -> list[Path]:
-    """Every plot of the suite as PNG and SVG under out_dir/plots; returns the PNG paths."""
+def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyped-def]
+    """Context dependence: held-out accuracy per held-out block, per model; big sweeps: share of perfect kernels."""
+    plt = _plt()
+    big = _big(records)
+    members = _members(records)
+    small = _small_models(records)
+    groups = list(dict.fromkeys(r["group"] for r in records if r["group"] in big))
+    n_test = {t: next((r["n_test"] for r in records if r["task"] == t and "n_test" in r), None) for t in tasks}
+    labels = {t: f"{t} ({n_test[t]} held-out cells)" if n_test[t] else t for t in tasks}
+    panels = [p for p in (("models", small), ("sweeps", groups)) if p[1]]
+    widths = [max(len(rows), 1.5) for _, rows in panels] or [1]
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(2.2 + 1.15 * sum(widths), 4.6), squeeze=False,
+                             gridspec_kw={"width_ratios": widths}, layout="constrained")
+    width = 0.8 / max(len(tasks), 1)
+    for ax, (what, rows) in zip(axes[0], panels):
+        x = np.arange(len(rows))
+        for j, task in enumerate(tasks):
+            offs = x + (j - (len(tasks) - 1) / 2) * width
+            for k, row in enumerate(rows):
+                recs = [r for r in records if r["task"] == task and (r["group"] == row if what == "sweeps" else r["model"] == row)]
+                if not recs:
+                    continue  # the suite does not run this model on this task
+                ok = _ok(recs)
+                if not ok:
+                    ax.text(offs[k], 0.02, "error" if any(r["status"] == "error" for r in recs) else "skipped",
+                            rotation=90, ha="center", va="bottom", fontsize=7, color="darkred")
+                    continue
+                if what == "sweeps":
+                    per: dict[str, list[float]] = defaultdict(list)
+                    for r in ok:
+                        per[r["model"]].append(r["heldout_acc"])
+                    perfect = sum(np.mean(v) >= 1 - 1e-9 for v in per.values())
+                    ax.bar(offs[k], perfect / len(per), width, color=f"C{j}")
+                    ax.text(offs[k], perfect / len(per) + 0.01, f"{perfect}", rotation=90, ha="center", va="bottom", fontsize=7)
+                else:
+                    accs = [r["heldout_acc"] for r in ok]
+                    ax.bar(offs[k], np.mean(accs), width, yerr=np.std(accs) if len(accs) > 1 else None, capsize=2,
+                           color=f"C{j}", error_kw={"lw": 0.8})
+                    if len(ok) < len(recs):
+                        ax.text(offs[k], 0.02, f"{len(recs) - len(ok)} err", rotation=90, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(x)
+        if what == "sweeps":
+            ax.set_xticklabels([f"{g}\n({len(members[g])} valid kernels)" for g in rows], fontsize=8)
+            ax.set_ylabel("share of kernels with 100% held-out accuracy\n(number above each bar)")
+            ax.set_xlabel("kernel sweep")
+            ax.set_title("kernel sweeps", fontsize=10)
+        else:
+            ax.set_xticklabels(rows, rotation=25, ha="right", fontsize=8)
+            ax.set_ylabel("held-out accuracy (mean ± std over seeds)")
+            ax.set_xlabel("model")
+            ax.set_title("models", fontsize=10)
+        ax.set_ylim(0, 1.12)
+        ax.grid(axis="y", alpha=0.3)
+    if not panels:
+        axes[0][0].text(0.5, 0.5, "no context-dependence results", ha="center", va="center")
+    from matplotlib.patches import Patch
+
+    fig.legend(handles=[Patch(color=f"C{j}", label=labels[t]) for j, t in enumerate(tasks)], loc="outside lower center",
+               ncols=len(tasks), fontsize=8, frameon=False)
+    fig.suptitle("Context dependence: held-out accuracy per held-out block\n(bigger blocks invite the context shortcut)",
+                 fontsize=10)
+    return fig
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A rendered plot: file stem, caption, PNG bytes."""
+
+    name: str
+    caption: str
+    png: bytes
+
+
+def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any]]:
+    """(name, caption, Figure) for every plot of the suite."""
     from compbench.tasks import make_task
 
-    plt = _plt()
-    plot_dir = out_dir / "plots"
-    plot_dir.mkdir(parents=True, exist_ok=True)
-    paths: list[Path] = []
-
-    def save(name: str, fig: Any) -> None:
-        for ext in ("png", "svg"):
-            fig.savefig(plot_dir / f"{name}.{ext}", dpi=100)
-        plt.close(fig)
-        paths.append(plot_dir / f"{name}.png")
-
+    colors = model_colors(_small_models(records))
+    big = _big(records)
     for entry in loaded.suite.tasks:
         recs = [r for r in records if r["task"] == entry.id]
-        if not _ok(recs):
+        if not recs:
             continue
+        stored = {r["model"] for r in recs}
+        asked = [m for m in getattr(loaded, "models", []) if any(t.id == entry.id for t in loaded.tasks_for(m))]
+        missing = [m.id for m in asked if m.id not in stored and m.group not in big]
         data = make_task(entry.family, **entry.params)
-        # Kernel machines lie on y = x by construction; the scatter is worth drawing where networks are.
-        if any(r.get("theory_predictions") is not None and r.get("adapter") != "kernel" for r in _ok(recs)):
-            save(f"theory-{entry.id}", theory_scatter(entry.id, recs, ~data.train_mask))
+        if any(r.get("theory_predictions") is not None for r in _ok(recs)) or not _ok(recs):
+            yield (f"theory-{entry.id}", f"{entry.id}: each model's held-out predictions against its kernel-theory prediction",
+                   theory_scatter(entry.id, recs, ~data.train_mask, colors, missing))
         if data.n_components == 2:
-            save(f"grid-{entry.id}", grid_heatmaps(entry.id, recs, data.cells, data.y, data.train_mask))
-    swept = sorted({k for r in records for k in (r.get("sweep") or {}) if k in ("init_scale", "width", "lr")})
+            no_sweep = [m for m in missing if not next(s for s in asked if s.id == m).sweep_values]
+            yield (f"grid-{entry.id}", f"{entry.id}: truth and predictions on the conjunction grid",
+                   grid_heatmaps(entry.id, recs, data.cells, data.y, data.train_mask, data.component_names, no_sweep))
+    swept = [k for k in SWEEP_PARAMS if any(k in (r.get("sweep") or {}) for r in records)]
     for param in swept:
         groups = {r["group"] for r in records if param in (r.get("sweep") or {})}
-        save(f"sweep-{param}", sweep_curves([r for r in records if r["group"] in groups], param))
+        yield (f"sweep-{param}", f"held-out score and additivity against {SWEEP_PARAMS[param].split(' (')[0]}",
+               sweep_curves([r for r in records if r["group"] in groups], param))
     cd = [t.id for t in loaded.suite.tasks if t.family == "context_dependence"]
-    if cd:
-        save("cd-blocks", cd_blocks([r for r in records if r["task"] in cd], cd))
-    return paths
+    if any(r["task"] in cd for r in records):
+        yield ("cd-blocks", "context dependence: held-out accuracy per held-out block",
+               cd_blocks([r for r in records if r["task"] in cd], cd))
+
+
+def _digest(loaded: Any, records: list[Record]) -> str:
+    """What the plots depend on: this module, matplotlib's version, the suite's tasks and the records."""
+    import matplotlib
+
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(matplotlib.__version__.encode())
+    h.update(json.dumps([[t.id, t.family, t.params] for t in loaded.suite.tasks], sort_keys=True, default=str).encode())
+    for r in records:
+        h.update(json.dumps([r.get("key", ""), r["model"], r["group"], r["task"], r["seed"], r["status"],
+                             r.get("sweep"), r.get("error", "")], default=str).encode())
+        if not r.get("key"):  # hand-made records: hash what is drawn
+            h.update(json.dumps([r.get("predictions"), r.get("theory_predictions")], default=str).encode())
+    return h.hexdigest()
+
+
+def write_plots(out_dir: Path | None, loaded: Any, records: list[Record]) -> list[Plot]:
+    """Every plot of the suite; with out_dir, also written as PNG and SVG under out_dir/plots.
+
+    Plots are redrawn only when the records, the suite's tasks or this module changed (a cached
+    re-run of a suite reuses them); files of plots that no longer exist are removed.
+    """
+    plt = _plt()
+    plot_dir = out_dir / "plots" if out_dir is not None else None
+    digest = _digest(loaded, records)
+    if plot_dir is not None and (plot_dir / MANIFEST).exists():
+        try:
+            manifest = json.loads((plot_dir / MANIFEST).read_text())
+            if manifest.get("digest") == digest and all((plot_dir / f"{n}.{e}").exists() for n, _ in manifest["plots"] for e in ("png", "svg")):
+                return [Plot(n, c, (plot_dir / f"{n}.png").read_bytes()) for n, c in manifest["plots"]]
+            stale = [n for n, _ in manifest.get("plots", [])]
+        except (ValueError, KeyError, TypeError):
+            stale = []
+    else:
+        stale = []
+    plots = []
+    if plot_dir is not None:
+        plot_dir.mkdir(parents=True, exist_ok=True)
+    for name, caption, fig in _figures(loaded, records):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
+        plots.append(Plot(name, caption, buf.getvalue()))
+        if plot_dir is not None:
+            (plot_dir / f"{name}.png").write_bytes(buf.getvalue())
+            fig.savefig(plot_dir / f"{name}.svg", format="svg", metadata={"Date": None, "Creator": None})
+        plt.close(fig)
+    if plot_dir is not None:
+        for n in set(stale) - {p.name for p in plots}:
+            for ext in ("png", "svg"):
+                (plot_dir / f"{n}.{ext}").unlink(missing_ok=True)
+        (plot_dir / MANIFEST).write_text(json.dumps({"digest": digest, "plots": [[p.name, p.caption] for p in plots]}, indent=1))
+    return plots

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from compbench.report.html import html_report
-from compbench.report.tables import markdown_report, records_frame, report_tables
+from compbench.report.tables import leaderboard_frame, markdown_report, records_frame, report_tables, theory_frame
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.suite import LoadedSuite
 
@@ -43,30 +43,51 @@ def publish(
     check: bool = True,
     formats: tuple[str, ...] = FORMATS,
 ) -> tuple[list[Verdict], list[Path]]:
-    """Evaluate the suite's expectations on the records and write the report files asked for."""
+    """Evaluate the suite's expectations on the records and write the report files asked for.
+
+    md: leaderboard.md; csv: leaderboard.csv, theory.csv, records.csv, expectations.csv; html: one
+    self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg.
+    """
     verdicts = evaluate_expectations(loaded.suite.expectations, records) if check else []
     out_dir.mkdir(parents=True, exist_ok=True)
     keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
     (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
-    tables = report_tables([t.id for t in loaded.suite.tasks], records, verdicts, summary)
+    task_ids = [t.id for t in loaded.suite.tasks]
+    expected = expected_cells(loaded)
+    tables = report_tables(task_ids, records, verdicts, summary, expected)
     paths: list[Path] = []
-    plots: list[Path] = []
-    if "png" in formats:
+    plots = []
+    if "png" in formats or "html" in formats:
         from compbench.report.plots import write_plots
 
-        plots = write_plots(out_dir, loaded, records)
-        paths += plots
+        # html without png: the plots are drawn for the page only, no files.
+        plots = write_plots(out_dir if "png" in formats else None, loaded, records)
+        if "png" in formats:
+            paths += [out_dir / "plots" / f"{p.name}.png" for p in plots]  # each with its .svg beside it
     if "md" in formats:
         paths.append(out_dir / "leaderboard.md")
-        paths[-1].write_text(markdown_report(loaded.name, tables, [p.name for p in plots]), encoding="utf-8")
+        shown = [(f"{p.name}.png", p.caption) for p in plots] if "png" in formats else []
+        paths[-1].write_text(markdown_report(loaded.name, tables, shown), encoding="utf-8")
     if "csv" in formats:
-        paths += [out_dir / "records.csv", out_dir / "expectations.csv"]
-        records_frame(records).to_csv(paths[-2], index=False)
-        pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in verdicts]).to_csv(paths[-1], index=False)
+        csvs = {
+            "leaderboard.csv": leaderboard_frame(records, task_ids, expected),
+            "theory.csv": theory_frame(records, task_ids, expected),
+            "records.csv": records_frame(records),
+            "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in verdicts],
+                                             columns=[*Verdict.__dataclass_fields__, "verdict"]),
+        }
+        for name, frame in csvs.items():
+            frame.to_csv(out_dir / name, index=False)
+            paths.append(out_dir / name)
     if "html" in formats:
         paths.append(out_dir / "leaderboard.html")
         paths[-1].write_text(html_report(loaded.name, tables, plots), encoding="utf-8")
     return verdicts, paths
+
+
+def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
+    """(model id, sweep group, task id) for every cell the suite asks for, in suite order."""
+    return [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
 
 
 def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
