@@ -42,12 +42,29 @@ def empirical_ntk(
     x_b: torch.Tensor | None = None,
     *,
     chunk_size: int = 256,
+    structured: bool = True,
 ) -> torch.Tensor:
-    """K_ij = ⟨∂f(x_i)/∂θ, ∂f(x_j)/∂θ⟩ over trainable parameters, float64 (N_a × N_b)."""
+    """K_ij = ⟨∂f(x_i)/∂θ, ∂f(x_j)/∂θ⟩ over trainable parameters, float64 (N_a × N_b).
+
+    Networks whose parameters all sit in nn.Linear layers take the structured path of
+    `ntk_linear` (Gram of layer inputs ⊙ Gram of output gradients, exact); others, or
+    structured=False, take the generic per-sample-Jacobian path.
+    """
     import torch
 
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be ≥ 1, got {chunk_size}")
+    if structured:
+        from compbench.theory.ntk_linear import NotLinearOnlyError, is_linear_only, linear_ntk
+
+        if is_linear_only(module):
+            ref_dtype = next(module.parameters()).dtype
+            xa_t = torch.as_tensor(x_a, dtype=ref_dtype) if not torch.is_tensor(x_a) else x_a.to(ref_dtype)
+            xb_t = None if x_b is None else (torch.as_tensor(x_b, dtype=ref_dtype) if not torch.is_tensor(x_b) else x_b.to(ref_dtype))
+            try:
+                return linear_ntk(module, xa_t, xb_t)
+            except NotLinearOnlyError:
+                pass  # e.g. Linear layers applied per token: the generic path handles them
     params = {k: v.detach() for k, v in module.named_parameters() if v.requires_grad}
     if not params:
         raise ValueError("the module has no trainable parameters")
