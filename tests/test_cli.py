@@ -79,3 +79,18 @@ def test_list_and_validate(capsys):
 
     assert main(["validate", str(SUITES_DIR / "kernel-limits.yaml")]) == 0
     assert "OK" in capsys.readouterr().out
+
+
+def test_list_and_validate_do_not_import_torch():
+    import subprocess
+    import sys
+
+    from compbench.suite import SUITES_DIR
+
+    code = (
+        "import sys; from compbench.cli import main; "
+        f"main(['list']); main(['validate', {str(SUITES_DIR / 'kernel-limits.yaml')!r}]); "
+        "print('TORCH', 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "TORCH False" in out
