@@ -51,6 +51,10 @@ def adapter_names() -> list[str]:
 def get_adapter(name: str) -> type[Adapter]:
     """The adapter class registered as `name`; the error lists known names and the closest."""
     _load_entry_points()
+    if name not in _REGISTRY and name.startswith("timm:"):  # any timm model, created on demand
+        from compbench.adapters.timm_models import timm_adapter
+
+        return timm_adapter(name)
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, _REGISTRY, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""

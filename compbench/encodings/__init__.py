@@ -2,5 +2,6 @@
 
 from compbench.encodings.batch import Batch
 from compbench.encodings.registry import ENCODINGS, Encoded, UnknownEncodingError, encode, register_encoding
+from compbench.encodings import images as _images  # noqa: E402,F401  (registers "images" and "digits")
 
 __all__ = ["Batch", "ENCODINGS", "Encoded", "UnknownEncodingError", "encode", "register_encoding"]

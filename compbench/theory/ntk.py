@@ -1,25 +1,60 @@
-"""Empirical neural tangent kernel of a torch module at its current parameters."""
+"""Empirical neural tangent kernel of a torch module at its current parameters.
+
+K_ij = ⟨∂f(x_i)/∂θ, ∂f(x_j)/∂θ⟩ over every trainable parameter, in float64, the module in eval
+mode (BatchNorm in train mode would couple samples, dropout would add noise).
+
+Two engines, chosen automatically per parameter:
+
+* **Structured** (no per-sample autograd Jacobians) for parameters of ``nn.Linear``, ``nn.Conv2d``,
+  ``BatchNorm*d`` (eval mode, running statistics), ``nn.LayerNorm`` and ``nn.GroupNorm``. One
+  forward and one backward pass of ``Σ_i f(x_i)`` over a chunk give, for every call of such a layer,
+  its per-sample input a_i and output gradient g_i (in eval mode samples do not interact, so
+  ∂Σf/∂out_i = ∂f_i/∂out_i). A Linear/conv layer applied at positions t (tokens, or the im2col
+  patches of a convolution) has per-sample weight gradient Σ_t g_it a_itᵀ, so
+
+      K_ij = Σ_{t,s} (a_it·a_js)(g_it·g_js)            (+ a constant 1 inside the first factor for the bias)
+
+  computed either from the position Grams ("positions": cost T²(d_in + d_out) per pair; for
+  T = 1 this is the Hadamard product (A Aᵀ) ⊙ (G Gᵀ)) or from the per-sample weight gradient
+  J_i = Σ_t g_it a_itᵀ formed by one einsum ("grad": cost d_in·d_out per pair), whichever is
+  cheaper for the layer. Normalisation layers contribute J_i = Σ_positions g_i ⊙ x̂_i (scale)
+  and Σ_positions g_i (shift). All exact; a layer called several times (shared weights) sums its calls.
+* **Generic** (``torch.func``: ``vmap(jacrev)`` per chunk) for every other parameter (a ViT's
+  position embedding and class token, custom modules, subclasses that override ``forward``, a
+  layer whose input is not batch-first), and for the whole network with ``structured=False``.
+
+Memory is bounded by ``max_memory`` (bytes): samples are processed in chunks whose factors fit.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
     import torch
 
-__all__ = ["empirical_ntk"]
+__all__ = ["DEFAULT_MAX_MEMORY", "empirical_ntk", "structured_coverage"]
 
 # Cache per-sample Jacobians of the second argument when they fit in this many elements;
 # otherwise they are recomputed for every chunk of the first argument.
 _JAC_CACHE_ELEMENTS = 1 << 26
+DEFAULT_MAX_MEMORY = 1 << 30  # bytes of factors / Jacobians held at once
+
+
+class _Unsupported(Exception):
+    """The structured engine cannot handle this module or call (the generic engine takes over)."""
+
+
+# ---------------------------------------------------------------------------------- generic engine
 
 
 def _jacobian_fn(module: torch.nn.Module, names: list[str]):
-    """A function (params, x_chunk) -> per-sample flattened gradients, one (n, P_k) per parameter."""
+    """A function (diff, const, buffers, x_chunk) -> per-sample flattened gradients, one (n, P_k) per name."""
     from torch.func import functional_call, jacrev, vmap
 
-    def f_single(params: dict[str, Any], buffers: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
-        out = functional_call(module, (params, buffers), (x.unsqueeze(0),))
+    def f_single(diff: dict[str, Any], const: dict[str, Any], buffers: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
+        out = functional_call(module, (diff, const, buffers), (x.unsqueeze(0),))
         if out.numel() != 1:
             raise ValueError(
                 f"empirical_ntk needs one scalar output per sample, got output shape {tuple(out.shape)} "
@@ -27,13 +62,436 @@ def _jacobian_fn(module: torch.nn.Module, names: list[str]):
             )
         return out.reshape(())
 
-    per_sample = vmap(jacrev(f_single), in_dims=(None, None, 0))
+    per_sample = vmap(jacrev(f_single), in_dims=(None, None, None, 0))
 
-    def jac(params, buffers, x):
-        grads = per_sample(params, buffers, x)
+    def jac(diff, const, buffers, x):
+        grads = per_sample(diff, const, buffers, x)
         return [grads[name].reshape(x.shape[0], -1) for name in names]
 
     return jac
+
+
+def _generic_ntk(
+    module: torch.nn.Module,
+    xa: torch.Tensor,
+    xb: torch.Tensor | None,
+    names: list[str],
+    chunk_size: int | None,
+    max_memory: int,
+) -> torch.Tensor:
+    """The NTK restricted to the parameters `names`, from chunked per-sample Jacobians."""
+    import torch
+
+    all_params = {k: v.detach() for k, v in module.named_parameters()}
+    diff = {k: all_params[k] for k in names}
+    const = {k: v for k, v in all_params.items() if k not in diff}
+    buffers = {k: v.detach() for k, v in module.named_buffers()}
+    ref = next(iter(diff.values()))
+    n_params = sum(p.numel() for p in diff.values())
+    if chunk_size is None:
+        # a chunk's Jacobian in the parameters' dtype plus its float64 copy, for both sides of a block
+        per_sample = max(1, n_params) * (ref.element_size() + 8) * 2
+        chunk_size = int(max(1, min(256, max_memory // per_sample)))
+    jac = _jacobian_fn(module, names)
+
+    def chunks(x: torch.Tensor) -> list[slice]:
+        return [slice(i, min(i + chunk_size, x.shape[0])) for i in range(0, x.shape[0], chunk_size)]
+
+    def gram(ja: list[torch.Tensor], jb: list[torch.Tensor]) -> torch.Tensor:
+        # Products in float64 so that summing many parameters loses nothing.
+        out = None
+        for ga, gb in zip(ja, jb):
+            term = ga.to(torch.float64) @ gb.to(torch.float64).T
+            out = term if out is None else out + term
+        return out
+
+    symmetric = xb is None
+    other = xa if symmetric else xb
+    K = torch.zeros(xa.shape[0], other.shape[0], dtype=torch.float64, device=ref.device)
+    slices_a, slices_b = chunks(xa), chunks(other)
+    cacheable = other.shape[0] * n_params <= _JAC_CACHE_ELEMENTS and other.shape[0] * n_params * ref.element_size() <= max_memory // 2
+    cache: dict[int, list[torch.Tensor]] | None = {} if cacheable else None
+
+    def jac_b(j: int) -> list[torch.Tensor]:
+        if cache is not None and j in cache:
+            return cache[j]
+        value = jac(diff, const, buffers, other[slices_b[j]])
+        if cache is not None:
+            cache[j] = value
+        return value
+
+    for i, sa in enumerate(slices_a):
+        ja = jac(diff, const, buffers, xa[sa])
+        if symmetric and cache is not None:
+            cache[i] = ja
+        for j, sb in enumerate(slices_b):
+            if symmetric and j > i:
+                break
+            jb = ja if (symmetric and j == i) else jac_b(j)
+            block = gram(ja, jb)
+            K[sa, sb] = block
+            if symmetric and j < i:
+                K[sb, sa] = block.T
+    return K
+
+
+# ------------------------------------------------------------------------------- structured engine
+
+
+@dataclass
+class _Layer:
+    """A module whose own parameters the structured engine covers."""
+
+    module: torch.nn.Module
+    kind: str  # linear | conv2d | batchnorm | layernorm | groupnorm
+    names: list[str]  # qualified names of the covered parameters
+    use_weight: bool
+    use_bias: bool
+    mode: str = "grad"  # positions | grad (linear/conv2d); norms always grad
+    bytes_per_sample: int = 0
+
+
+@dataclass
+class _Calls:
+    """What the forward hooks recorded for one layer over one chunk."""
+
+    inputs: list[Any] = field(default_factory=list)  # per call: float64 factors derived from the input
+    outputs: list[Any] = field(default_factory=list)  # per call: the (autograd-tracked) output
+
+
+# Subclasses whose forward is known to compute exactly what the base class computes.
+_EQUIVALENT_SUBCLASSES = {"timm.layers.norm.LayerNorm"}  # F.layer_norm or an equal fused kernel
+
+
+def _exact(m: torch.nn.Module, cls: type) -> bool:
+    """`m` is a `cls` whose forward is the stock one (subclasses that change forward are not covered)."""
+    if not isinstance(m, cls):
+        return False
+    t = type(m)
+    return t.forward is cls.forward or f"{t.__module__}.{t.__qualname__}" in _EQUIVALENT_SUBCLASSES
+
+
+def _kind(m: torch.nn.Module) -> str | None:
+    import torch.nn as nn
+
+    if _exact(m, nn.Linear):
+        return "linear"
+    if _exact(m, nn.Conv2d):
+        if m.padding_mode != "zeros":
+            return None
+        if isinstance(m.padding, str):
+            if m.padding == "same" and any(d * (k - 1) % 2 for d, k in zip(m.dilation, m.kernel_size)):
+                return None  # asymmetric 'same' padding: unfold cannot express it
+        return "conv2d"
+    if isinstance(m, nn.modules.batchnorm._BatchNorm) and type(m).forward is nn.modules.batchnorm._BatchNorm.forward:
+        return "batchnorm"
+    if _exact(m, nn.LayerNorm):
+        return "layernorm"
+    if _exact(m, nn.GroupNorm):
+        return "groupnorm"
+    return None
+
+
+def _structured_layers(module: torch.nn.Module) -> tuple[list[_Layer], list[str]]:
+    """Covered layers and the names of the trainable parameters left to the generic engine."""
+    names = {id(p): n for n, p in module.named_parameters()}
+    counts: dict[int, int] = {}
+    for _, p in module.named_parameters(remove_duplicate=False):
+        counts[id(p)] = counts.get(id(p), 0) + 1
+    layers: list[_Layer] = []
+    covered: set[int] = set()
+    for m in module.modules():
+        kind = _kind(m)
+        if kind is None:
+            continue
+        own = dict(m.named_parameters(recurse=False))
+        if set(own) - {"weight", "bias"}:
+            continue
+        w, b = own.get("weight"), own.get("bias")
+        use_w = w is not None and w.requires_grad and counts[id(w)] == 1
+        use_b = b is not None and b.requires_grad and counts[id(b)] == 1
+        if not (use_w or use_b):
+            continue
+        if kind == "batchnorm" and (m.running_mean is None or m.running_var is None):
+            raise _Unsupported("BatchNorm without running statistics couples samples even in eval mode")
+        layer_names = []
+        for p, use in ((w, use_w), (b, use_b)):
+            if use:
+                layer_names.append(names[id(p)])
+                covered.add(id(p))
+        layers.append(_Layer(m, kind, layer_names, use_w, use_b))
+    rest = [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in covered]
+    return layers, rest
+
+
+def _conv_padding(m: torch.nn.Conv2d) -> tuple[int, int]:
+    if isinstance(m.padding, str):
+        if m.padding == "valid":
+            return (0, 0)
+        return tuple(d * (k - 1) // 2 for d, k in zip(m.dilation, m.kernel_size))  # type: ignore[return-value]
+    return tuple(m.padding)  # type: ignore[return-value]
+
+
+def _input_factor(layer: _Layer, x: torch.Tensor) -> torch.Tensor:
+    """From a call's input: positions × features (linear/conv: a_t, with a 1 for the bias), or x̂ (norms)."""
+    import torch
+    import torch.nn.functional as F
+
+    m = layer.module
+    x = x.detach().to(torch.float64, copy=True)
+    n = x.shape[0]
+    if layer.kind in ("linear", "conv2d"):
+        if layer.kind == "linear":
+            a = x.reshape(n, -1, x.shape[-1])  # (n, T, d_in)
+        else:
+            if x.dim() != 4:
+                raise _Unsupported("Conv2d on an unbatched input")
+            cols = F.unfold(x, m.kernel_size, dilation=m.dilation, padding=_conv_padding(m), stride=m.stride)
+            a = cols.transpose(1, 2)  # (n, L, C_in·kh·kw)
+        parts = []
+        if layer.use_weight:
+            parts.append(a)
+        if layer.use_bias:
+            parts.append(torch.ones(a.shape[:-1] + (1,), dtype=a.dtype, device=a.device))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+    if layer.kind == "batchnorm":
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        mean = m.running_mean.detach().to(torch.float64).reshape(shape)
+        var = m.running_var.detach().to(torch.float64).reshape(shape)
+        return (x - mean) / torch.sqrt(var + m.eps)
+    if layer.kind == "layernorm":
+        return F.layer_norm(x, m.normalized_shape, None, None, m.eps)
+    return F.group_norm(x, m.num_groups, None, None, m.eps)
+
+
+def _call_feature(layer: _Layer, a: torch.Tensor, g: torch.Tensor) -> Any:
+    """One call's contribution: ('positions', A, G) or ('grad', J) with J (n, p)."""
+    import torch
+
+    m = layer.module
+    n = g.shape[0]
+    g = g.detach().to(torch.float64)
+    if layer.kind == "linear":
+        G = g.reshape(n, -1, g.shape[-1])
+        return ("positions", a, G) if layer.mode == "positions" else ("grad", torch.einsum("ntd,nte->ned", a, G).reshape(n, -1))
+    if layer.kind == "conv2d":
+        G = g.reshape(n, g.shape[1], -1).transpose(1, 2)  # (n, L, C_out)
+        if G.shape[1] != a.shape[1]:
+            raise _Unsupported("conv output positions do not match the unfolded input")
+        if layer.mode == "positions":
+            return ("positions", a, G)
+        groups = m.groups
+        parts = []
+        if layer.use_weight:
+            d_in = a.shape[-1] - (1 if layer.use_bias else 0)
+            A = a[..., :d_in].reshape(n, a.shape[1], groups, d_in // groups)
+            Gg = G.reshape(n, G.shape[1], groups, G.shape[2] // groups)
+            parts.append(torch.einsum("nlgi,nlgo->ngoi", A, Gg).reshape(n, -1))
+        if layer.use_bias:
+            parts.append(G.sum(1))
+        return ("grad", torch.cat(parts, dim=1) if len(parts) > 1 else parts[0])
+    # normalisation layers: x̂ = a
+    if layer.kind == "layernorm":
+        k = len(m.normalized_shape)
+        dims = tuple(range(1, g.dim() - k))
+    else:  # batchnorm, groupnorm: per channel (dim 1)
+        dims = tuple(range(2, g.dim()))
+    parts = []
+    if layer.use_weight:
+        parts.append((g * a).sum(dim=dims).reshape(n, -1) if dims else (g * a).reshape(n, -1))
+    if layer.use_bias:
+        parts.append(g.sum(dim=dims).reshape(n, -1) if dims else g.reshape(n, -1))
+    return ("grad", torch.cat(parts, dim=1) if len(parts) > 1 else parts[0])
+
+
+def _merge(feats: list[Any]) -> Any:
+    """A layer's calls in one chunk combined: gradients add, positions concatenate."""
+    import torch
+
+    if len(feats) == 1:
+        return feats[0]
+    if feats[0][0] == "grad":
+        return ("grad", sum(f[1] for f in feats[1:]) + feats[0][1])
+    return ("positions", torch.cat([f[1] for f in feats], dim=1), torch.cat([f[2] for f in feats], dim=1))
+
+
+def _factors(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor) -> list[Any]:
+    """Per covered layer, its feature over the chunk x (None for a layer not used)."""
+    import torch
+
+    n = x.shape[0]
+    calls = [_Calls() for _ in layers]
+    handles = []
+    for layer, rec in zip(layers, calls):
+
+        def hook(mod, inp, out, layer=layer, rec=rec):  # noqa: ANN001
+            if not inp or not torch.is_tensor(inp[0]) or not torch.is_tensor(out) or inp[0].shape[0] != n or out.shape[0] != n:
+                raise _Unsupported(f"a {type(mod).__name__} call is not batch-first")
+            rec.inputs.append(_input_factor(layer, inp[0]))
+            rec.outputs.append(out)
+            return out.clone()  # later in-place ops (ReLU(inplace=True)) must not touch the recorded output
+
+        handles.append(layer.module.register_forward_hook(hook))
+    try:
+        with torch.enable_grad():
+            f = module(x)
+    finally:
+        for h in handles:
+            h.remove()
+    if f.numel() != n:
+        raise ValueError(f"empirical_ntk needs one scalar output per sample, got output shape {tuple(f.shape)} for {n} samples")
+    outs = [o for rec in calls for o in rec.outputs]
+    grads = list(torch.autograd.grad(f.sum(), outs, allow_unused=True)) if outs else []
+    result = []
+    k = 0
+    for layer, rec in zip(layers, calls):
+        feats = []
+        for a, out in zip(rec.inputs, rec.outputs):
+            g = grads[k]
+            k += 1
+            if g is None:
+                g = torch.zeros_like(out)
+            feats.append(_call_feature(layer, a, g))
+        result.append(_merge(feats) if feats else None)
+    return result
+
+
+def _plan(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor) -> tuple[int, set[int]]:
+    """Probe two samples: pick each layer's mode; bytes per sample of forward + factors, bad layers.
+
+    A layer called on something that is not batch-first (e.g. windows folded into the batch) is
+    "bad": its parameters go to the generic engine.
+    """
+    import torch
+
+    probe = x[:2] if x.shape[0] >= 2 else torch.cat([x[:1], x[:1]])
+    shapes: dict[int, list[tuple[int, int, int]]] = {i: [] for i in range(len(layers))}
+    act = 0
+    bad: set[int] = set()
+    handles = []
+    for i, layer in enumerate(layers):
+
+        def hook(mod, inp, out, i=i, layer=layer):  # noqa: ANN001
+            nonlocal act
+            if not inp or not torch.is_tensor(inp[0]) or not torch.is_tensor(out) or inp[0].shape[0] != 2 or out.shape[0] != 2:
+                bad.add(i)
+                return
+            try:
+                a = _input_factor(layer, inp[0])
+            except _Unsupported:
+                bad.add(i)
+                return
+            t = a[0].numel() // a.shape[-1] if layer.kind in ("linear", "conv2d") else 1
+            d_out = out[0].numel() // t if layer.kind in ("linear", "conv2d") else out[0].numel()
+            shapes[i].append((t, a.shape[-1], d_out))
+            act += (a[0].numel() * 8 + out[0].numel() * out.element_size() * 3)
+
+        handles.append(layer.module.register_forward_hook(hook))
+    try:
+        with torch.no_grad():
+            module(probe)
+    finally:
+        for h in handles:
+            h.remove()
+    total = act
+    for i, layer in enumerate(layers):
+        if not shapes[i] or i in bad:
+            continue
+        T = sum(s[0] for s in shapes[i])
+        d_a, d_g = shapes[i][0][1], shapes[i][0][2]
+        n_params = sum(p.numel() for p in layer.module.parameters(recurse=False) if p.requires_grad)
+        if layer.kind in ("linear", "conv2d"):
+            grouped = layer.kind == "conv2d" and layer.module.groups > 1
+            same_dims = all(s[1:] == (d_a, d_g) for s in shapes[i])
+            if not grouped and same_dims and T * T * (d_a + d_g) < n_params:
+                layer.mode = "positions"
+                layer.bytes_per_sample = T * (d_a + d_g) * 8
+            else:
+                layer.mode = "grad"
+                layer.bytes_per_sample = n_params * 8
+        else:
+            layer.bytes_per_sample = n_params * 8
+        total += layer.bytes_per_sample
+    return max(1, total), bad
+
+
+def _pair(fa: Any, fb: Any, budget: int) -> torch.Tensor:
+    """One layer's Gram block between two chunks."""
+    import torch
+
+    if fa[0] == "grad":
+        return fa[1] @ fb[1].T
+    _, Aa, Ga = fa
+    _, Ab, Gb = fb
+    na, T, da = Aa.shape
+    nb, S, _ = Ab.shape
+    if T == 1 and S == 1:
+        return (Aa[:, 0] @ Ab[:, 0].T) * (Ga[:, 0] @ Gb[:, 0].T)
+    out = torch.empty(na, nb, dtype=torch.float64, device=Aa.device)
+    rows = max(1, budget // max(1, 2 * nb * T * S * 8))
+    Ab2, Gb2 = Ab.reshape(nb * S, -1), Gb.reshape(nb * S, -1)
+    for s in range(0, na, rows):
+        e = min(na, s + rows)
+        AA = (Aa[s:e].reshape((e - s) * T, -1) @ Ab2.T).reshape(e - s, T, nb, S)
+        GG = (Ga[s:e].reshape((e - s) * T, -1) @ Gb2.T).reshape(e - s, T, nb, S)
+        out[s:e] = (AA * GG).sum(dim=(1, 3))
+    return out
+
+
+def _structured_ntk(
+    module: torch.nn.Module, layers: list[_Layer], per_sample: int, xa: torch.Tensor, xb: torch.Tensor | None, max_memory: int
+) -> torch.Tensor:
+    import torch
+
+    symmetric = xb is None
+    other = xa if symmetric else xb
+    K = torch.zeros(xa.shape[0], other.shape[0], dtype=torch.float64, device=xa.device)
+    factor_bytes = max(1, sum(layer.bytes_per_sample for layer in layers))
+    cache_b = other.shape[0] * factor_bytes <= max_memory // 2
+    chunk = int(max(1, (max_memory // (4 if cache_b else 3)) // per_sample))
+    slices_a = [slice(i, min(i + chunk, xa.shape[0])) for i in range(0, xa.shape[0], chunk)]
+    slices_b = [slice(i, min(i + chunk, other.shape[0])) for i in range(0, other.shape[0], chunk)]
+    cache: dict[int, list[Any]] = {}
+    pair_budget = max(1 << 20, max_memory // 4)
+
+    def feats_b(j: int) -> list[Any]:
+        if j in cache:
+            return cache[j]
+        value = _factors(module, layers, other[slices_b[j]])
+        if cache_b:
+            cache[j] = value
+        return value
+
+    for i, sa in enumerate(slices_a):
+        fa = _factors(module, layers, xa[sa])
+        if symmetric and cache_b:
+            cache[i] = fa
+        for j, sb in enumerate(slices_b):
+            if symmetric and j > i:
+                break
+            fb = fa if (symmetric and j == i) else feats_b(j)
+            block = torch.zeros(sa.stop - sa.start, sb.stop - sb.start, dtype=torch.float64, device=xa.device)
+            for la, lb in zip(fa, fb):
+                if la is not None and lb is not None:
+                    block += _pair(la, lb, pair_budget)
+            K[sa, sb] = block
+            if symmetric and j < i:
+                K[sb, sa] = block.T
+        if not cache_b:
+            del fa
+    return K
+
+
+def structured_coverage(module: torch.nn.Module) -> dict[str, list[str]]:
+    """Which trainable parameters the structured engine covers and which go to the generic one."""
+    try:
+        layers, rest = _structured_layers(module)
+    except _Unsupported:
+        return {"structured": [], "generic": [n for n, p in module.named_parameters() if p.requires_grad]}
+    return {"structured": [n for layer in layers for n in layer.names], "generic": rest}
+
+
+# ----------------------------------------------------------------------------------------- entry
 
 
 def empirical_ntk(
@@ -41,92 +499,56 @@ def empirical_ntk(
     x_a: torch.Tensor,
     x_b: torch.Tensor | None = None,
     *,
-    chunk_size: int = 256,
+    chunk_size: int | None = None,
     structured: bool = True,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> torch.Tensor:
     """K_ij = ⟨∂f(x_i)/∂θ, ∂f(x_j)/∂θ⟩ over trainable parameters, float64 (N_a × N_b).
 
-    Networks whose parameters all sit in nn.Linear layers take the structured path of
-    `ntk_linear` (Gram of layer inputs ⊙ Gram of output gradients, exact); others, or
-    structured=False, take the generic per-sample-Jacobian path.
+    With `structured` (default) the parameters of Linear, Conv2d and normalisation layers take
+    the structured path (no per-sample Jacobians; see the module docstring) and every other
+    parameter the generic per-sample-Jacobian path; `structured=False` uses the generic path for
+    everything. `max_memory` (bytes) bounds the factors/Jacobians held at once; `chunk_size` fixes
+    the generic path's chunk instead. The module is put in eval mode and restored afterwards.
     """
     import torch
 
-    if chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size must be ≥ 1, got {chunk_size}")
-    if structured:
-        from compbench.theory.ntk_linear import NotLinearOnlyError, is_linear_only, linear_ntk
-
-        if is_linear_only(module):
-            ref_dtype = next(module.parameters()).dtype
-            xa_t = torch.as_tensor(x_a, dtype=ref_dtype) if not torch.is_tensor(x_a) else x_a.to(ref_dtype)
-            xb_t = None if x_b is None else (torch.as_tensor(x_b, dtype=ref_dtype) if not torch.is_tensor(x_b) else x_b.to(ref_dtype))
-            try:
-                return linear_ntk(module, xa_t, xb_t)
-            except NotLinearOnlyError:
-                pass  # e.g. Linear layers applied per token: the generic path handles them
-    params = {k: v.detach() for k, v in module.named_parameters() if v.requires_grad}
+    if max_memory < 1:
+        raise ValueError(f"max_memory must be ≥ 1 byte, got {max_memory}")
+    params = {k: v for k, v in module.named_parameters() if v.requires_grad}
     if not params:
         raise ValueError("the module has no trainable parameters")
-    buffers = {k: v.detach() for k, v in module.named_buffers()}
-    names = list(params)
     ref = next(iter(params.values()))
-    xa = torch.as_tensor(x_a, device=ref.device)
-    xb = None if x_b is None else torch.as_tensor(x_b, device=ref.device)
     # Floating inputs follow the parameters' dtype (numpy gives float64); integer inputs such as
     # token ids are passed through untouched.
+    xa = torch.as_tensor(x_a, device=ref.device)
+    xb = None if x_b is None else torch.as_tensor(x_b, device=ref.device)
     if xa.is_floating_point():
         xa = xa.to(ref.dtype)
     if xb is not None and xb.is_floating_point():
         xb = xb.to(ref.dtype)
 
-    # Eval mode: BatchNorm/dropout in train mode would couple samples or add noise.
     modes = [(m, m.training) for m in module.modules()]
     module.eval()
     try:
-        jac = _jacobian_fn(module, names)
-        n_params = sum(p.numel() for p in params.values())
-
-        def chunks(x: torch.Tensor) -> list[slice]:
-            return [slice(i, min(i + chunk_size, x.shape[0])) for i in range(0, x.shape[0], chunk_size)]
-
-        def gram(ja: list[torch.Tensor], jb: list[torch.Tensor]) -> torch.Tensor:
-            # Products in float64 so that summing many parameters loses nothing.
-            out = None
-            for ga, gb in zip(ja, jb):
-                term = ga.to(torch.float64) @ gb.to(torch.float64).T
-                out = term if out is None else out + term
-            return out
-
-        symmetric = xb is None
-        other = xa if symmetric else xb
-        K = torch.zeros(xa.shape[0], other.shape[0], dtype=torch.float64, device=ref.device)
-        slices_a, slices_b = chunks(xa), chunks(other)
-        cache: dict[int, list[torch.Tensor]] | None = (
-            {} if other.shape[0] * n_params <= _JAC_CACHE_ELEMENTS else None
-        )
-
-        def jac_b(j: int) -> list[torch.Tensor]:
-            if cache is not None and j in cache:
-                return cache[j]
-            value = jac(params, buffers, other[slices_b[j]])
-            if cache is not None:
-                cache[j] = value
-            return value
-
-        for i, sa in enumerate(slices_a):
-            ja = jac(params, buffers, xa[sa])
-            if symmetric and cache is not None:
-                cache[i] = ja
-            for j, sb in enumerate(slices_b):
-                if symmetric and j > i:
-                    break
-                jb = ja if (symmetric and j == i) else jac_b(j)
-                block = gram(ja, jb)
-                K[sa, sb] = block
-                if symmetric and j < i:
-                    K[sb, sa] = block.T
-        return K
+        if structured:
+            try:
+                layers, rest = _structured_layers(module)
+                if layers:
+                    per_sample, bad = _plan(module, layers, xa)
+                    rest += [n for i in sorted(bad) for n in layers[i].names]
+                    layers = [layer for i, layer in enumerate(layers) if i not in bad]
+                if layers:
+                    K = _structured_ntk(module, layers, per_sample, xa, xb, max_memory)
+                    if rest:
+                        K += _generic_ntk(module, xa, xb, rest, chunk_size, max_memory)
+                    return K
+            except _Unsupported:
+                pass  # fall through: everything by the generic path
+        return _generic_ntk(module, xa, xb, list(params), chunk_size, max_memory)
     finally:
         for m, mode in modes:
             m.train(mode)
+

@@ -1,0 +1,188 @@
+"""Shared base of the deep image adapters (convnet, resnet, vit, timm:<name>).
+
+A subclass only says how to build its network for an input shape (`build`). This base trains one
+network per seed with minibatches (compbench.training.minibatch) on `self.device`, and gives the
+theory engine what it needs for the lazy limit of *that seed's own network*:
+
+- `Fitted.kernels = (K_train,train, K_eval,train)`: the empirical NTK at initialisation, eval mode,
+  float64 (compbench.theory.empirical_ntk; structured path for Linear/Conv/norm layers);
+- `Fitted.initial_train`, `Fitted.initial_eval`: the outputs f_0 at initialisation (eval mode),
+
+so the runner predicts f_0 + K (K_tt)^+ (y − f_0(train)) per sample and averages each cell's samples.
+Initialisation is seeded through a forked CPU RNG and done on the CPU, so a seed gives the same
+initial network on every device; AMP is used on CUDA only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
+
+if TYPE_CHECKING:
+    import torch
+
+
+class NetworkParams(AdapterParams):
+    """Training and theory settings shared by the deep image adapters."""
+
+    optimizer: Literal["sgd", "adam"] = "adam"
+    lr: float = Field(default=1e-3, gt=0)
+    momentum: float = Field(default=0.0, ge=0, lt=1, description="sgd only")
+    weight_decay: float = Field(default=0.0, ge=0)
+    epochs: int = Field(default=100, ge=1)
+    batch_size: int = Field(default=128, ge=1)
+    loss: Literal["mse", "logistic"] = "mse"
+    loss_tol: float = Field(default=0.0, ge=0, description="stop when an epoch's mean train loss is below (0: never)")
+    amp: bool = Field(default=True, description="mixed precision on CUDA (ignored on the CPU)")
+    theory: Literal["empirical", "none"] = Field(
+        default="empirical", description="empirical NTK of each seed's network at init, or no theory prediction"
+    )
+    ntk_max_memory: int = Field(default=1 << 30, ge=1 << 20, description="bytes the NTK computation may hold at once")
+    center: bool = Field(
+        default=False, description="train f = α·(g(x; θ) − g(x; θ_0)) (a frozen copy of the initial network): f_0 = 0"
+    )
+    output_scale: float = Field(
+        default=1.0, gt=0, description="α multiplying the output; large α with lr ∝ 1/α² → lazy (Chizat et al. 2019)"
+    )
+
+
+def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0) -> torch.nn.Module:
+    """Wrap a network whose output is (n, 1) (or (n,)) so that it returns (n,), times `scale`.
+
+    With `center` the output is scale·(net(x) − net_0(x)), net_0 a frozen copy of `net` as it is
+    now (its BatchNorm running statistics frozen too, momentum 0, and it follows the wrapper's
+    train/eval mode), so the wrapped network starts at exactly 0 in either mode.
+    """
+    import copy
+
+    import torch
+
+    def flat(out: torch.Tensor) -> torch.Tensor:
+        if out.dim() > 1 and out[0].numel() != 1:
+            raise ValueError(f"the network must output one value per sample, got shape {tuple(out.shape)}")
+        return out.reshape(out.shape[0])
+
+    class Scalar(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.net = inner
+            self.net0 = None
+            if center:
+                self.net0 = copy.deepcopy(inner)
+                for p in self.net0.parameters():
+                    p.requires_grad_(False)
+                for m in self.net0.modules():
+                    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                        m.momentum = 0.0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out = flat(self.net(x))
+            if self.net0 is not None:
+                with torch.no_grad():
+                    out = out - flat(self.net0(x))
+            return out * scale if scale != 1.0 else out
+
+    return Scalar(net)
+
+
+@contextlib.contextmanager
+def _ntk_friendly(module: torch.nn.Module):
+    """Unfused attention (timm's `fused_attn`) while the NTK's torch.func path runs: vmap has no
+    batching rule for the fused CPU kernel. Same function; restored afterwards."""
+    flagged = [(m, m.fused_attn) for m in module.modules() if isinstance(getattr(m, "fused_attn", None), bool)]
+    for m, _ in flagged:
+        m.fused_attn = False
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*batching rule.*")
+            yield
+    finally:
+        for m, value in flagged:
+            m.fused_attn = value
+
+
+class NetworkAdapter(Adapter):
+    """Base: minibatch training per seed, empirical NTK at init + f_0 for the theory."""
+
+    Params = NetworkParams
+    params: NetworkParams
+
+    def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
+        """The network for inputs (channels, H, W); its output is one value per sample."""
+        raise NotImplementedError
+
+    def _init(self, seed: int, in_shape: tuple[int, int, int]) -> torch.nn.Module:
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            net = self.build(in_shape)
+        return scalar_module(net, self.params.center, self.params.output_scale).to(self.device)
+
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """Train one network per seed; predictions, f_0 and the empirical NTK at init per seed."""
+        import torch
+
+        from compbench.theory import empirical_ntk
+        from compbench.training.minibatch import predict, train_minibatch
+
+        p = self.params
+        if train.x.ndim != 4:
+            raise ValueError(
+                f"adapter {self.name!r} needs image inputs (samples, channels, H, W), got shape {train.x.shape}; "
+                "use an image encoding such as `encoding: {name: digits}`"
+            )
+        x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
+        x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
+        y_tr = torch.as_tensor(train.y, dtype=torch.float32, device=self.device)
+        in_shape = tuple(int(s) for s in train.x.shape[1:])
+        fitted = []
+        for seed in seeds:
+            net = self._init(seed, in_shape)
+            f0_tr = predict(net, x_tr).double().cpu().numpy()
+            f0_ev = predict(net, x_ev).double().cpu().numpy()
+            kernels = None
+            t0 = time.perf_counter()
+            if p.theory == "empirical":
+                with _ntk_friendly(net):
+                    kernels = (
+                        empirical_ntk(net, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                        empirical_ntk(net, x_ev, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                    )
+            ntk_seconds = time.perf_counter() - t0
+            result = train_minibatch(
+                net, x_tr, y_tr,
+                optimizer=p.optimizer, lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay,
+                epochs=p.epochs, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol,
+                seed=seed, amp=p.amp,
+            )
+            preds = predict(net, x_ev).double().cpu().numpy()
+            info: dict[str, Any] = {
+                "epochs": result.epochs,
+                "steps": result.steps,
+                "train_loss": result.final_loss,
+                "converged": result.converged,
+                "n_params": sum(q.numel() for q in net.parameters()),
+                "train_seconds": round(result.seconds, 3),
+                "ntk_seconds": round(ntk_seconds, 3),
+            }
+            error = None
+            if result.diverged or not np.all(np.isfinite(preds)):
+                error = f"training diverged (non-finite loss) in epoch {result.epochs}"
+            fitted.append(Fitted(preds, f0_tr, f0_ev, info, error, kernels))
+        return fitted
+
+    def theory_options(self) -> dict[str, Any]:
+        """MSE → min-norm regression from f_0; logistic → max-margin SVM."""
+        return {"objective": "min_norm" if self.params.loss == "mse" else "svm"}
+
+    def theory_kernel_name(self) -> str:
+        """The kernel behind the theory prediction."""
+        return "empirical_ntk_at_init" if self.params.theory == "empirical" else "none"

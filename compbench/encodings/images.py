@@ -1,0 +1,154 @@
+"""Image encodings: every component value is an image class; a cell is rendered from sampled images.
+
+As in the reference code (REFERENCE.md §2.2): component c maps value v to class perm_c[v], a
+random permutation of the source's classes per component (seeded by `seed`; `permutation: false`
+maps v to the v-th class). Per class the images are shuffled once and split into a **training
+pool** (the first `train_images_per_class`) and a disjoint **held-out pool** (the rest).
+TRAIN samples exist for training cells only and draw their images from the training pool;
+EVALUATE samples exist for every cell and draw from the held-out pool, so every evaluated image
+is new. Each sample draws one image per component uniformly with replacement from its pool.
+
+Layouts (canvas width W + (C − 1)·distance, image c at column offset c·distance, empty space
+holding the background value of a raw 0 pixel):
+- `side_by_side` (default distance W): one image plane; overlapping pixels (distance < W) merge
+  by the pixelwise maximum, as the reference's `separate_channels: false`.
+- `channels` (default distance 0): each component in its own channel group, as the reference's
+  `separate_channels: true` (which pads with edge values instead of the background).
+
+Everything is fixed by `seed`; `Batch.x` is float32 (samples, channels, H, width).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from compbench.encodings.batch import Batch
+from compbench.encodings.image_sources import SOURCES, DataSourceError, ImageSet, load_source
+from compbench.encodings.registry import Encoded, register_encoding
+from compbench.tasks import TaskData
+
+__all__ = ["ImageEncodingParams", "encode_images", "render"]
+
+
+class ImageEncodingParams(BaseModel):
+    """Parameters of the image encodings (`digits`, `images`); unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["digits", "mnist-5k", "mnist", "cifar10"] = "digits"
+    root: str | None = Field(default=None, description="mnist/cifar10: directory holding torchvision's files")
+    download: bool = Field(default=False, description="mnist/cifar10: let torchvision download into root")
+    samples_per_cell: int = Field(default=4, ge=1, description="training samples per training cell")
+    eval_samples_per_cell: int | None = Field(default=None, ge=1, description="evaluation samples per cell (default: samples_per_cell)")
+    layout: Literal["side_by_side", "channels"] = "side_by_side"
+    distance: int | None = Field(default=None, ge=0, description="column offset between components (default: W side by side, 0 as channels)")
+    train_images_per_class: int | None = Field(default=None, ge=1, description="training pool size per class (default: min(200, half the smallest class))")
+    permutation: bool = Field(default=True, description="random value → class map per component (else value v → v-th class)")
+    seed: int = 0
+
+
+def _parse(encoding: str, params: dict[str, Any]) -> ImageEncodingParams:
+    unknown = sorted(set(params) - set(ImageEncodingParams.model_fields))
+    if unknown:
+        known = ", ".join(ImageEncodingParams.model_fields)
+        raise ValueError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for encoding {encoding!r}; known: {known}")
+    try:
+        return ImageEncodingParams.model_validate(params)
+    except ValidationError as exc:
+        msgs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"invalid parameters for encoding {encoding!r}: {msgs}") from None
+
+
+def _pools(data: ImageSet, classes: np.ndarray, per_class: int | None, seed: int) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    counts = {int(k): int(np.sum(data.labels == k)) for k in classes}
+    smallest = min(counts.values())
+    n_train = per_class if per_class is not None else min(200, smallest // 2)
+    if n_train >= smallest:
+        raise ValueError(
+            f"train_images_per_class={n_train} leaves no held-out images: the smallest class of {data.name!r} has {smallest}"
+        )
+    rng = np.random.default_rng([seed, 1])
+    train, held = {}, {}
+    for k in classes:
+        idx = rng.permutation(np.flatnonzero(data.labels == k))
+        train[int(k)], held[int(k)] = idx[:n_train], idx[n_train:]
+    return train, held
+
+
+def _draw(cells: np.ndarray, maps: list[np.ndarray], pools: dict[int, np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """Image indices (rows, C): one per component, uniform with replacement from its class's pool."""
+    out = np.empty(cells.shape, dtype=np.int64)
+    for c in range(cells.shape[1]):
+        cls = maps[c][cells[:, c]]
+        for k in np.unique(cls):
+            rows = np.flatnonzero(cls == k)
+            pool = pools[int(k)]
+            out[rows, c] = pool[rng.integers(0, len(pool), size=len(rows))]
+    return out
+
+
+def render(data: ImageSet, index: np.ndarray, layout: str, distance: int | None) -> np.ndarray:
+    """Compose the images `index` (rows, C) into (rows, channels, H, width) float32."""
+    rows, n_comp = index.shape
+    ch, h, w = data.shape
+    d = (w if layout == "side_by_side" else 0) if distance is None else distance
+    width = w + (n_comp - 1) * d
+    imgs = data.images(index)  # (rows, C, ch, h, w)
+    bg = data.background().reshape(1, ch, 1, 1)
+    if layout == "side_by_side":
+        canvas = np.broadcast_to(bg, (rows, ch, h, width)).copy()
+        for c in range(n_comp):  # the background is the smallest value, so max() places non-overlapping images exactly
+            sl = canvas[..., c * d : c * d + w]
+            np.maximum(sl, imgs[:, c], out=sl)
+        return canvas
+    canvas = np.broadcast_to(np.tile(bg, (1, n_comp, 1, 1)), (rows, n_comp * ch, h, width)).copy()
+    for c in range(n_comp):
+        canvas[:, c * ch : (c + 1) * ch, :, c * d : c * d + w] = imgs[:, c]
+    return canvas
+
+
+def encode_images(task: TaskData, *, encoding: str = "images", **params: Any) -> Encoded:
+    """Render a task's cells as images (see the module docstring)."""
+    p = _parse(encoding, params)
+    if p.source not in SOURCES:  # pragma: no cover - guarded by the Literal
+        raise DataSourceError(f"unknown image source {p.source!r}")
+    data = load_source(p.source, p.root, p.download)
+    classes = data.classes
+    too_many = [(c, n) for c, n in enumerate(task.n_values) if n > len(classes)]
+    if too_many:
+        c, n = too_many[0]
+        raise ValueError(
+            f"encoding {encoding!r}: component {c} has {n} values but source {p.source!r} has only {len(classes)} image classes"
+        )
+    perm_rng = np.random.default_rng([p.seed, 0])
+    maps = [perm_rng.permutation(classes) if p.permutation else classes.copy() for _ in task.n_values]
+    train_pool, held_pool = _pools(data, classes, p.train_images_per_class, p.seed)
+
+    ids = np.arange(len(task.cells))
+    tr_ids = np.repeat(ids[task.train_mask], p.samples_per_cell)
+    ev_ids = np.repeat(ids, p.eval_samples_per_cell or p.samples_per_cell)
+    tr_index = _draw(task.cells[tr_ids], maps, train_pool, np.random.default_rng([p.seed, 2]))
+    ev_index = _draw(task.cells[ev_ids], maps, held_pool, np.random.default_rng([p.seed, 3]))
+    train = Batch(render(data, tr_index, p.layout, p.distance), task.cells[tr_ids], tr_ids, task.n_values, task.y[tr_ids])
+    evaluate = Batch(render(data, ev_index, p.layout, p.distance), task.cells[ev_ids], ev_ids, task.n_values, task.y[ev_ids])
+    return Encoded(encoding, train, evaluate)
+
+
+@register_encoding("images")
+def encode_images_any(task: TaskData, **params: Any) -> Encoded:
+    """Images from any source (`source: digits|mnist-5k|mnist|cifar10`, default digits)."""
+    return encode_images(task, encoding="images", **params)
+
+
+@register_encoding("digits")
+def encode_digits(task: TaskData, **params: Any) -> Encoded:
+    """Digit images (default source: scikit-learn's bundled 8×8 digits); same parameters as `images`."""
+    return encode_images(task, encoding="digits", **params)
+
+
+# Let tools validate a suite's encoding parameters without rendering anything.
+encode_images_any.params_model = ImageEncodingParams  # type: ignore[attr-defined]
+encode_digits.params_model = ImageEncodingParams  # type: ignore[attr-defined]
