@@ -369,6 +369,17 @@ def _check_tasks(suite: Suite, lines: _LineMap, issues: list[SuiteIssue]) -> Non
                     f"unknown encoding {task.encoding_name!r}; known: {', '.join(sorted(ENCODINGS))}",
                 )
             )
+            continue
+        params_model = getattr(ENCODINGS[task.encoding_name], "params_model", None)
+        if params_model is not None:
+            try:
+                params_model.model_validate(task.encoding_params)
+            except ValidationError as exc:
+                issues.extend(_validation_issues(exc, lines, ("tasks", i, "encoding")))
+        elif task.encoding_params:
+            issues.append(
+                lines.issue(("tasks", i, "encoding"), f"encoding {task.encoding_name!r} takes no parameters, got {sorted(task.encoding_params)}")
+            )
 
 
 def _check_unique(kind: str, ids: list[str], lines: _LineMap, issues: list[SuiteIssue]) -> None:

@@ -113,3 +113,42 @@ def test_profile_overrides_params_and_seeds():
     assert parse_suite(text, "good.yaml").models[1].params.width == 16
     with pytest.raises(SuiteError, match="no profile 'fast' in this suite \\(profiles: full\\)"):
         parse_suite(text, "good.yaml", profile="fast")
+
+
+def test_encoding_parameters_are_validated_with_file_line_and_field():
+    found = issues_of(
+        """\
+        name: enc
+        tasks:
+          - id: a
+            family: additive
+            encoding:
+              name: digits
+              samples_per_cel: 3
+              layout: diagonal
+          - id: b
+            family: additive
+            encoding: {name: onehot, foo: 1}
+        models:
+          - {id: k, adapter: kernel, params: {weights: [0.0, 0.3, 1.0]}}
+        """
+    )
+    assert "bad.yaml:7: tasks[0].encoding.samples_per_cel: unknown field 'samples_per_cel'" in found
+    assert any(i.startswith("bad.yaml:8: tasks[0].encoding.layout:") and "'side_by_side' or 'channels'" in i for i in found)
+    assert any(i.startswith("bad.yaml:11: tasks[1].encoding:") and "takes no parameters" in i for i in found)
+    assert len(found) == 3
+
+
+def test_valid_image_encoding_parameters_pass():
+    loaded = parse_suite(
+        textwrap.dedent(
+            """\
+            name: enc
+            tasks:
+              - {id: a, family: additive, encoding: {name: digits, samples_per_cell: 2, layout: channels}}
+            models:
+              - {id: k, adapter: kernel, params: {weights: [0.0, 0.3, 1.0]}}
+            """
+        )
+    )
+    assert loaded.suite.tasks[0].encoding_params == {"samples_per_cell": 2, "layout": "channels"}
