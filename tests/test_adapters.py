@@ -131,3 +131,26 @@ def test_hand_written_backprop_equals_autograd(depth, loss, centred):
     torch.testing.assert_close(per_member, ref.detach())
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_fused_gd_step_equals_step_from_gradients_and_frozen_members_stay_exact(depth):
+    from compbench.training.batched_mlp import _backward, _forward_loss, loss_and_grads
+
+    task = make_task("additive", anchors=[[4], [4]])
+    x = torch.as_tensor(onehot(task.cells, task.n_values), dtype=torch.float64)
+    y = torch.as_tensor(task.y)
+    kw = dict(d_in=x.shape[1], width=24, depth=depth, init_scale=1.0, dtype=torch.float64)
+    fused, plain = init_stacked_mlp([1, 2, 3], **kw), init_stacked_mlp([1, 2, 3], **kw)
+    frozen_before = [p[1].clone() for layer in fused for p in layer if p is not None]
+    acts, _, dout = _forward_loss(fused, x, y, "mse", None)
+    active = torch.tensor([True, False, True])
+    _backward(fused, acts, torch.where(active.unsqueeze(1), dout, 0.0), 0.05)
+    _, grads = loss_and_grads(plain, x, y)
+    params = [p for layer in plain for p in layer if p is not None]
+    for p, g in zip(params, grads):
+        p.sub_(0.05 * g * active.to(p.dtype).view(3, *([1] * (p.dim() - 1))))
+    for pf, pp, before in zip([p for layer in fused for p in layer if p is not None], params, frozen_before):
+        torch.testing.assert_close(pf, pp, rtol=1e-12, atol=1e-14)
+        assert torch.equal(pf[1], before)  # the stopped member is untouched, bit for bit
+    assert not torch.equal(fused[0][0][0], init_stacked_mlp([1], **kw)[0][0][0])  # active members moved

@@ -47,10 +47,19 @@ def stacked_forward(layers: list[Layer], x: torch.Tensor) -> torch.Tensor:
     """Outputs (k, n) of every member on shared inputs x (n, d)."""
     h = x.unsqueeze(0).expand(layers[0][0].shape[0], -1, -1)
     for i, (w, b) in enumerate(layers):
+        if i == len(layers) - 1 and w.shape[2] == 1:
+            return _readout(h, w, b)
         h = torch.bmm(h, w) if b is None else torch.baddbmm(b, h, w)
         if i < len(layers) - 1:
             h = torch.relu(h)
     return h.squeeze(-1)
+
+
+def _readout(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """(k, n) outputs of a width-1 readout: as (1 × H)·(H × n) products, since a batched
+    matrix-vector bmm with a trailing dimension of 1 is several times slower on the CPU."""
+    out = torch.bmm(w.transpose(1, 2), h.transpose(1, 2)).squeeze(1)
+    return out if b is None else out + b.reshape(-1, 1)
 
 
 def member_module(layers: list[Layer], i: int) -> torch.nn.Module:
@@ -81,26 +90,25 @@ class TrainResult:
 
 
 @torch.no_grad()
-def loss_and_grads(
-    layers: list[Layer], x: torch.Tensor, y: torch.Tensor, loss: str = "mse", offset: torch.Tensor | None = None
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Per-member loss (k,) and gradients of every parameter, by hand-written backprop.
-
-    Equivalent to autograd on the sum of member losses (tests check it), with fewer passes over
-    the (k, n, width) activations, which is what bounds a step's time on a CPU.
-    """
-    k, n = layers[0][0].shape[0], x.shape[0]
+def _forward_loss(
+    layers: list[Layer], x: torch.Tensor, y: torch.Tensor, loss: str, offset: torch.Tensor | None
+) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Layer inputs, per-member loss (k,) and the loss gradient at the outputs (k, n)."""
+    n = x.shape[0]
     acts = [x]  # acts[l]: input of layer l; layer 0's input is shared by all members
-    h = None
+    readout = len(layers) > 1 and layers[-1][0].shape[2] == 1
+    out = None
     for i, (w, b) in enumerate(layers):
+        if readout and i == len(layers) - 1:
+            out = _readout(acts[-1], w, b)
+            break
         pre = torch.matmul(acts[-1], w) if i == 0 else torch.bmm(acts[-1], w)
         if b is not None:
             pre.add_(b)
         if i < len(layers) - 1:
             acts.append(pre.clamp_(min=0))
         else:
-            h = pre
-    out = h.squeeze(-1)
+            out = pre.squeeze(-1)
     if offset is not None:
         out = out - offset
     if loss == "mse":
@@ -111,18 +119,59 @@ def loss_and_grads(
         margin = -y * out
         per_member = torch.nn.functional.softplus(margin).mean(dim=1)
         dout = (-y * torch.sigmoid(margin)).div_(n)
+    return acts, per_member, dout
+
+
+@torch.no_grad()
+def _backward(layers: list[Layer], acts: list[torch.Tensor], dout: torch.Tensor, lr: float | None) -> list[torch.Tensor]:
+    """Backprop from the output gradient: the gradients (lr None), or a GD step applied in place.
+
+    In place, each layer's update is fused into its gradient product (baddbmm with alpha −lr),
+    after the layer's weights have been used to propagate the gradient further down.
+    """
+    k = dout.shape[0]
     grads: list[torch.Tensor] = []
     delta = dout.unsqueeze(-1)  # (k, n, 1): gradient at the current layer's output
     for i in range(len(layers) - 1, -1, -1):
         w, b = layers[i]
         inp = acts[i]
-        gw = torch.matmul(inp.T, delta) if i == 0 else torch.bmm(inp.transpose(1, 2), delta)
-        layer_grads = [gw] + ([delta.sum(dim=1, keepdim=True)] if b is not None else [])
-        grads = layer_grads + grads
+        width_one = delta.shape[2] == 1 and i > 0
+        # gradient product as (target, left, right): target += left @ right
+        if i == 0:
+            target, left, right = w, inp.T.unsqueeze(0).expand(k, -1, -1), delta
+        elif width_one:  # (1 × n)·(n × H) into the transposed (H × 1) weight: see _readout
+            target, left, right = w.transpose(1, 2), delta.transpose(1, 2), inp
+        else:
+            target, left, right = w, inp.transpose(1, 2), delta
+        gb = delta.sum(dim=1, keepdim=True) if b is not None else None
         if i > 0:
-            # delta @ wᵀ, then ReLU's backward (zero where the unit was off) in one fused pass.
-            delta = torch.ops.aten.threshold_backward(torch.bmm(delta, w.transpose(1, 2)), inp, 0)
-    return per_member, grads
+            # delta @ wᵀ (an outer product for a width-1 layer), then ReLU's backward (zero where
+            # the unit was off) in one fused pass.
+            back = delta * w.transpose(1, 2) if width_one else torch.bmm(delta, w.transpose(1, 2))
+            next_delta = torch.ops.aten.threshold_backward(back, inp, 0)
+        if lr is None:
+            gw = torch.bmm(left, right)
+            grads = [gw.transpose(1, 2) if width_one else gw] + ([gb] if gb is not None else []) + grads
+        else:
+            target.baddbmm_(left, right, alpha=-lr)
+            if gb is not None:
+                b.add_(gb, alpha=-lr)
+        if i > 0:
+            delta = next_delta
+    return grads
+
+
+@torch.no_grad()
+def loss_and_grads(
+    layers: list[Layer], x: torch.Tensor, y: torch.Tensor, loss: str = "mse", offset: torch.Tensor | None = None
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Per-member loss (k,) and gradients of every parameter, by hand-written backprop.
+
+    Equivalent to autograd on the sum of member losses (tests check it), with fewer passes over
+    the (k, n, width) activations, which is what bounds a step's time on a CPU.
+    """
+    acts, per_member, dout = _forward_loss(layers, x, y, loss, offset)
+    return per_member, _backward(layers, acts, dout, None)
 
 
 def train_stacked(
@@ -150,10 +199,8 @@ def train_stacked(
     adam_m = [torch.zeros_like(p) for p in params] if optimizer == "adam" else []
     adam_v = [torch.zeros_like(p) for p in params] if optimizer == "adam" else []
     beta1, beta2, eps = 0.9, 0.999, 1e-8
-    per_member = torch.zeros(k)
     for step in range(max_steps + 1):
-        per_member, grads = loss_and_grads(layers, x, y, loss, offset)
-        lv = per_member
+        acts, lv, dout = _forward_loss(layers, x, y, loss, offset)
         done = active & (lv < loss_tol)
         bad = active & ~torch.isfinite(lv)
         if bool(done.any()) or bool(bad.any()) or step == max_steps:
@@ -163,16 +210,19 @@ def train_stacked(
             active &= ~(done | bad)
         if step == max_steps or not bool(active.any()):
             break
+        if optimizer == "gd":
+            # A stopped member gets a zero output gradient, hence exactly zero updates, so one
+            # fused in-place step serves every member.
+            _backward(layers, acts, torch.where(active.unsqueeze(1), dout, 0.0), lr)
+            continue
+        grads = _backward(layers, acts, dout, None)
         with torch.no_grad():
             mask = active.to(x.dtype)
             for j, (p, g) in enumerate(zip(params, grads)):
                 m = mask.view(k, *([1] * (p.dim() - 1)))
-                if optimizer == "gd":
-                    p.addcmul_(g, m, value=-lr)
-                else:
-                    t = step + 1
-                    adam_m[j].mul_(beta1).add_((1 - beta1) * g)
-                    adam_v[j].mul_(beta2).add_((1 - beta2) * g * g)
-                    upd = (adam_m[j] / (1 - beta1**t)) / ((adam_v[j] / (1 - beta2**t)).sqrt() + eps)
-                    p.sub_(lr * upd * m)
+                t = step + 1
+                adam_m[j].mul_(beta1).add_((1 - beta1) * g)
+                adam_v[j].mul_(beta2).add_((1 - beta2) * g * g)
+                upd = (adam_m[j] / (1 - beta1**t)) / ((adam_v[j] / (1 - beta2**t)).sqrt() + eps)
+                p.sub_(lr * upd * m)
     return TrainResult(steps=steps, final_loss=final, converged=converged, diverged=diverged)
