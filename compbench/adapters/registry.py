@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
@@ -37,8 +38,19 @@ def _load_entry_points() -> None:
         return
     _entry_points_loaded = True
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
-        if isinstance(obj, type) and issubclass(obj, Adapter) and ep.name not in _REGISTRY:
+        # One broken plugin must not take every other adapter (and `compbench list`) down with it:
+        # say what is wrong with it and go on.
+        where = f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}"
+        try:
+            obj = ep.load()
+        except Exception as exc:  # noqa: BLE001 — any import error of third-party code
+            warnings.warn(f"compbench: cannot load adapter plugin, {where}: {type(exc).__name__}: {exc}", stacklevel=2)
+            continue
+        if not (isinstance(obj, type) and issubclass(obj, Adapter)):
+            warnings.warn(f"compbench: ignoring {where}: it is not a subclass of compbench.adapters.Adapter", stacklevel=2)
+        elif ep.name in _REGISTRY and _REGISTRY[ep.name] is not obj:
+            warnings.warn(f"compbench: ignoring {where}: the name is taken by {_REGISTRY[ep.name]}", stacklevel=2)
+        else:
             register_adapter(ep.name)(obj)
 
 

@@ -43,6 +43,14 @@ class ViTParams(NetworkParams):
         return self
 
 
+def mlp_ratio(dim: int, mlp_dim: int) -> float:
+    """The ratio for which timm's `int(dim * mlp_ratio)` is exactly `mlp_dim`."""
+    ratio = mlp_dim / dim
+    if int(dim * ratio) != mlp_dim:  # e.g. 7 * (61 / 7) = 60.99999999999999 → 60 hidden units
+        ratio = (mlp_dim + 0.5) / dim
+    return ratio
+
+
 @register_adapter("vit")
 class ViTAdapter(NetworkAdapter):
     """A small timm VisionTransformer with a scalar head, minibatch-trained."""
@@ -67,7 +75,7 @@ class ViTAdapter(NetworkAdapter):
             embed_dim=p.dim,
             depth=p.depth,
             num_heads=p.heads,
-            mlp_ratio=p.mlp_dim / p.dim,
+            mlp_ratio=mlp_ratio(p.dim, p.mlp_dim),
             class_token=True,
             drop_rate=p.dropout,
             pos_drop_rate=p.dropout,

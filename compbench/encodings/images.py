@@ -66,6 +66,11 @@ def _pools(data: ImageSet, classes: np.ndarray, per_class: int | None, seed: int
     counts = {int(k): int(np.sum(data.labels == k)) for k in classes}
     smallest = min(counts.values())
     n_train = per_class if per_class is not None else min(200, smallest // 2)
+    if smallest < 2:  # both pools need an image of every class
+        small = min(counts, key=counts.get)
+        raise ValueError(
+            f"image class {small} of {data.name!r} has {smallest} image(s): the training and held-out pools need ≥ 1 each"
+        )
     if n_train >= smallest:
         raise ValueError(
             f"train_images_per_class={n_train} leaves no held-out images: the smallest class of {data.name!r} has {smallest}"

@@ -18,7 +18,10 @@ def resolve_device(requested: str = "auto") -> str:
     if torch.cuda.is_available():
         return "cuda"
     if requested == "cuda":
-        raise DeviceUnavailableError("--device cuda was requested but torch.cuda.is_available() is False")
+        raise DeviceUnavailableError(
+            "--device cuda was requested but torch.cuda.is_available() is False "
+            f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'none'}); use --device cpu or --device auto"
+        )
     return "cpu"
 
 
