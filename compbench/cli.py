@@ -18,10 +18,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report.publish import parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
-    from compbench.suite import load_suite, seeds_override
+    from compbench.suite import add_adapter_models, load_suite, seeds_override
 
     formats = parse_formats(args.format)
     loaded = load_suite(args.suite, profile=args.profile)
+    if args.model:
+        for name in add_adapter_models(loaded, args.model):
+            print(f"adding adapter {name!r} with its default parameters on every task of {loaded.name}")
     if args.seeds is not None:
         if args.seeds < 1:
             _err("--seeds must be ≥ 1")
@@ -37,7 +40,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     if args.model and not summary.records:
-        _err(f"--model {args.model} matches no model of suite {loaded.name}")
+        _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
+             f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
         return EXIT_USAGE
     # With --model only part of the suite ran: its expectations are not judged on a subset.
     verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), check=not args.model, formats=formats)
@@ -137,7 +141,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     print("suites:   " + ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))))
     print("tasks:    " + ", ".join(sorted(FAMILIES)))
-    print("adapters: " + ", ".join(adapter_names()))
+    print("adapters: " + ", ".join(adapter_names()) + ", timm:<any timm model name>")
     return EXIT_OK
 
 
@@ -160,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train, theory-predict and score every cell of a suite")
     run.add_argument("--suite", required=True, help="suite name (suites/NAME.yaml) or path to a YAML file")
-    run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable)")
+    run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable); an adapter name that is no model of the suite adds that adapter with its default parameters")
     run.add_argument("--seeds", type=int, help="override the number of seeds (seeds 0..N-1)")
     run.add_argument("--profile", help="apply a named profile of the suite (e.g. 'full' for GPU runs)")
     run.add_argument("--out", help="output directory (default results/<suite name>)")

@@ -489,3 +489,38 @@ def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
         )
         for m in loaded.models
     ]
+
+
+def add_adapter_models(loaded: LoadedSuite, patterns: list[str]) -> list[str]:
+    """Add a default-parameter model, on every task, for each pattern that is an adapter's name but
+    no model of the suite (`compbench run --suite S --model my-arch`); returns the names added.
+
+    Raises SuiteError when such an adapter cannot be built from its defaults alone.
+    """
+    from compbench.adapters import UnknownAdapterError, adapter_names, get_adapter
+
+    added = []
+    known = set(adapter_names())
+    for name in patterns:
+        if any(matches(m.id, [name], m.group) for m in loaded.models):
+            continue
+        if name not in known and not name.startswith("timm:"):
+            continue
+        try:
+            adapter = get_adapter(name)
+        except UnknownAdapterError as exc:
+            raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--model", str(exc))]) from None
+        try:
+            params = adapter.Params.model_validate({})
+        except ValidationError as exc:
+            msgs = "; ".join(f"{_format_loc(e['loc'])}: {e['msg']}" for e in exc.errors())
+            raise SuiteError([SuiteIssue(
+                str(loaded.path or loaded.name), None, "--model",
+                f"adapter {name!r} has no usable defaults ({msgs}); add it with params to a copy of the suite",
+            )]) from None
+        seeds = _seed_list(loaded.suite.seeds)
+        loaded.models.append(
+            ModelSpec(name, name, name, params, {}, {}, ("*",), seeds[:1] if adapter.deterministic else seeds, False)
+        )
+        added.append(name)
+    return added

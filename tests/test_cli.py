@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
+
+from compbench.tasks import make_task
 
 from compbench.cli import main
 
@@ -94,3 +97,36 @@ def test_list_and_validate_do_not_import_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "TORCH False" in out
+
+
+def test_model_flag_adds_an_adapter_that_is_not_in_the_suite(tmp_path, capsys):
+    import numpy as np
+
+    from compbench.adapters import Adapter, Fitted, register_adapter
+
+    @register_adapter("mean-of-train")
+    class MeanOfTrain(Adapter):
+        """Predicts the mean training target everywhere (one seed suffices)."""
+
+        deterministic = True
+
+        def fit_seeds(self, train, evaluate, seeds):
+            return [Fitted(np.full(len(evaluate), float(np.mean(train.y)))) for _ in seeds]
+
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY)
+    out = tmp_path / "out"
+    code = main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--model", "mean-of-train"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "adding adapter 'mean-of-train' with its default parameters on every task of tiny" in printed
+    records = pd.read_csv(out / "records.csv")
+    assert sorted(zip(records.model, records.task)) == [("mean-of-train", "add"), ("mean-of-train", "te")]
+    task = make_task("additive", anchors=[[4], [4]])  # held-out truth minus the training mean (0)
+    expected = np.mean((task.y[~task.train_mask] - task.y[task.train_mask].mean()) ** 2)
+    assert records[records.task == "add"].heldout_mse.iloc[0] == pytest.approx(expected)
+
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--model", "kernel"]) == 2
+    assert "adapter 'kernel' has no usable defaults" in capsys.readouterr().err
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--model", "nothing-like-it"]) == 2
+    assert "matches no model of suite tiny and no adapter (models: overlap, lazy" in capsys.readouterr().err
