@@ -6,6 +6,11 @@ MaxPool(2); Flatten; Linear 512 → ReLU → Linear 1024 → ReLU → Linear 1 (
 MNIST); `padding: auto` keeps that when the input is large enough for four valid convolutions and a
 pooling step, and otherwise pads 'same' (8×8 digits). Reference training: SGD lr 1e-4, momentum 0.9,
 100 epochs, batch 128 — this adapter's defaults.
+
+All seeds of a cell train at once as one grouped model (compbench.training.stacked_convnet), each
+with its own initialisation and data order, so a seed's result is the one it gets trained alone
+(`vectorize: false`), up to float rounding; f_0 and the empirical NTK at init are per seed as in
+every deep adapter.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from compbench.adapters.base import Batch, Fitted
 from compbench.adapters.deep import NetworkAdapter, NetworkParams
 from compbench.adapters.registry import register_adapter
 
@@ -34,6 +40,10 @@ class ConvNetParams(NetworkParams):
     optimizer: Literal["sgd", "adam"] = "sgd"
     lr: float = Field(default=1e-4, gt=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
+    vectorize: bool = Field(default=True, description="train all seeds of a cell as one grouped model (false: one by one)")
+    seeds_per_batch: int | None = Field(
+        default=None, ge=1, description="seeds trained together at most, to bound memory (default: all)"
+    )
 
 
 def _scaled(values: list[int], width: float) -> list[int]:
@@ -87,3 +97,33 @@ class ConvNetAdapter(NetworkAdapter):
         nn.init.kaiming_normal_(out.weight, nonlinearity="linear")
         layers.append(out)
         return nn.Sequential(*layers)
+
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """Train the seeds together (`vectorize`), in groups of `seeds_per_batch`; else one by one."""
+        p = self.params
+        if not p.vectorize:
+            return super().fit_seeds(train, evaluate, seeds)
+        from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet
+
+        x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
+        size = p.seeds_per_batch or max(1, len(seeds))
+        fitted: list[Fitted] = []
+        for start in range(0, len(seeds), size):
+            group = seeds[start : start + size]
+            # Exactly the per-seed networks of the base class (scalar_module wrappers), so f_0, the
+            # NTK and the predictions below run the ordinary per-seed code.
+            nets = [self._init(seed, in_shape) for seed in group]
+            at_init = [self._at_init(net, x_tr, x_ev) for net in nets]
+            stacked = StackedConvNet(
+                [net.net for net in nets],
+                reference=[net.net0 for net in nets] if p.center else None,
+                scale=p.output_scale,
+            )
+            results = train_stacked_convnet(stacked, x_tr, y_tr, seeds=group, **self._train_options())
+            for i, net in enumerate(nets):
+                net.net.load_state_dict(stacked.member_state_dict(i))
+                fit = self._fitted(net, results[i], x_ev, at_init[i])
+                fit.info["stacked_seeds"] = len(group)  # train_seconds is the shared wall time of the group
+                fitted.append(fit)
+            del stacked
+        return fitted

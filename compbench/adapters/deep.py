@@ -86,7 +86,8 @@ def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0
             out = flat(self.net(x))
             if self.net0 is not None:
                 with torch.no_grad():
-                    out = out - flat(self.net0(x))
+                    ref = flat(self.net0(x))
+                out = out - ref  # outside no_grad: the difference keeps the gradient of `out`
             return out * scale if scale != 1.0 else out
 
     return Scalar(net)
@@ -108,6 +109,24 @@ def _ntk_friendly(module: torch.nn.Module):
             m.fused_attn = value
 
 
+@contextlib.contextmanager
+def seeded_rng(seed: int, device: str):
+    """The global torch RNG seeded from `seed` (dropout, stochastic depth draw from it), restored afterwards.
+
+    Training must not depend on whatever ran before in the process: without this, a ViT with
+    dropout gives different predictions for the same seed on a second run.
+    """
+    import torch
+
+    dev = torch.device(device)
+    devices = [dev.index if dev.index is not None else torch.cuda.current_device()] if dev.type == "cuda" else []
+    # A stream of its own, apart from the initialisation's torch.manual_seed(seed).
+    state = int(np.random.SeedSequence([int(seed), 1]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(state)
+        yield
+
+
 class NetworkAdapter(Adapter):
     """Base: minibatch training per seed, empirical NTK at init + f_0 for the theory."""
 
@@ -126,14 +145,12 @@ class NetworkAdapter(Adapter):
             net = self.build(in_shape)
         return scalar_module(net, self.params.center, self.params.output_scale).to(self.device)
 
-    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
-        """Train one network per seed; predictions, f_0 and the empirical NTK at init per seed."""
+    # Pieces of one seed's fit, shared with adapters that train several seeds at once (convnet).
+
+    def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
+        """Training inputs, evaluation inputs, training targets (float32, on the device) and the input shape."""
         import torch
 
-        from compbench.theory import empirical_ntk
-        from compbench.training.minibatch import predict, train_minibatch
-
-        p = self.params
         if train.x.ndim != 4:
             raise ValueError(
                 f"adapter {self.name!r} needs image inputs (samples, channels, H, W), got shape {train.x.shape}; "
@@ -142,41 +159,74 @@ class NetworkAdapter(Adapter):
         x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
         x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
         y_tr = torch.as_tensor(train.y, dtype=torch.float32, device=self.device)
-        in_shape = tuple(int(s) for s in train.x.shape[1:])
+        return x_tr, x_ev, y_tr, tuple(int(s) for s in train.x.shape[1:])
+
+    def _at_init(
+        self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None, float]:
+        """f_0 on the training and evaluation inputs, the empirical NTK at init (or None) and its seconds."""
+        from compbench.theory import empirical_ntk
+        from compbench.training.minibatch import predict
+
+        p = self.params
+        f0_tr = predict(net, x_tr).double().cpu().numpy()
+        f0_ev = predict(net, x_ev).double().cpu().numpy()
+        kernels = None
+        t0 = time.perf_counter()
+        if p.theory == "empirical":
+            with _ntk_friendly(net):
+                kernels = (
+                    empirical_ntk(net, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                    empirical_ntk(net, x_ev, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                )
+        return f0_tr, f0_ev, kernels, time.perf_counter() - t0
+
+    def _train_options(self) -> dict[str, Any]:
+        """`train_minibatch`'s keyword arguments from the params, all but the seed."""
+        p = self.params
+        return dict(
+            optimizer=p.optimizer, lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay,
+            epochs=p.epochs, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
+        )
+
+    def _fitted(
+        self,
+        net: torch.nn.Module,
+        result: Any,
+        x_ev: torch.Tensor,
+        at_init: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None, float],
+    ) -> Fitted:
+        """One trained seed's Fitted: eval predictions, f_0, kernels, info and the divergence error."""
+        from compbench.training.minibatch import predict
+
+        f0_tr, f0_ev, kernels, ntk_seconds = at_init
+        preds = predict(net, x_ev).double().cpu().numpy()
+        info: dict[str, Any] = {
+            "epochs": result.epochs,
+            "steps": result.steps,
+            "train_loss": result.final_loss,
+            "converged": result.converged,
+            "n_params": sum(q.numel() for q in net.parameters() if q.requires_grad),  # not center's frozen copy
+            "train_seconds": round(result.seconds, 3),
+            "ntk_seconds": round(ntk_seconds, 3),
+        }
+        error = None
+        if result.diverged or not np.all(np.isfinite(preds)):
+            error = f"training diverged (non-finite loss) in epoch {result.epochs}"
+        return Fitted(preds, f0_tr, f0_ev, info, error, kernels)
+
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """Train one network per seed; predictions, f_0 and the empirical NTK at init per seed."""
+        from compbench.training.minibatch import train_minibatch
+
+        x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
         fitted = []
         for seed in seeds:
             net = self._init(seed, in_shape)
-            f0_tr = predict(net, x_tr).double().cpu().numpy()
-            f0_ev = predict(net, x_ev).double().cpu().numpy()
-            kernels = None
-            t0 = time.perf_counter()
-            if p.theory == "empirical":
-                with _ntk_friendly(net):
-                    kernels = (
-                        empirical_ntk(net, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
-                        empirical_ntk(net, x_ev, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
-                    )
-            ntk_seconds = time.perf_counter() - t0
-            result = train_minibatch(
-                net, x_tr, y_tr,
-                optimizer=p.optimizer, lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay,
-                epochs=p.epochs, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol,
-                seed=seed, amp=p.amp,
-            )
-            preds = predict(net, x_ev).double().cpu().numpy()
-            info: dict[str, Any] = {
-                "epochs": result.epochs,
-                "steps": result.steps,
-                "train_loss": result.final_loss,
-                "converged": result.converged,
-                "n_params": sum(q.numel() for q in net.parameters()),
-                "train_seconds": round(result.seconds, 3),
-                "ntk_seconds": round(ntk_seconds, 3),
-            }
-            error = None
-            if result.diverged or not np.all(np.isfinite(preds)):
-                error = f"training diverged (non-finite loss) in epoch {result.epochs}"
-            fitted.append(Fitted(preds, f0_tr, f0_ev, info, error, kernels))
+            at_init = self._at_init(net, x_tr, x_ev)
+            with seeded_rng(seed, self.device):
+                result = train_minibatch(net, x_tr, y_tr, seed=seed, **self._train_options())
+            fitted.append(self._fitted(net, result, x_ev, at_init))
         return fitted
 
     def theory_options(self) -> dict[str, Any]:

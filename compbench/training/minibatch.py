@@ -35,7 +35,9 @@ class MinibatchResult:
 
 def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean MSE, or mean logistic loss log(1 + exp(−out·y)) for ±1 labels."""
-    out = out.float()
+    if out.dtype in (torch.float16, torch.bfloat16):  # autocast outputs: the loss in float32
+        out = out.float()
+    y = y.to(out.dtype)
     if kind == "mse":
         return torch.mean((out - y) ** 2)
     if kind == "logistic":
