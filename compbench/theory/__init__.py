@@ -8,6 +8,7 @@ from compbench.theory.additivity import (
 )
 from compbench.theory.analytic import relu_nngp, relu_ntk, standard_mlp_ntk
 from compbench.theory.ntk import empirical_ntk
+from compbench.theory.ntk_matvec import ntk_cg_regression, ntk_matvec
 from compbench.theory.overlap import (
     NotPSDError,
     Weights,
@@ -43,6 +44,8 @@ __all__ = [
     "kernel_svm",
     "kernel_svr",
     "memorization_leak_slope",
+    "ntk_cg_regression",
+    "ntk_matvec",
     "overlap_grid_eigenvalues",
     "overlap_kernel",
     "pattern_table",
