@@ -198,3 +198,52 @@ def test_timm_model_runs_through_a_suite(tmp_path):
         assert np.isfinite(r["theory_max_abs_diff"])
         assert r["n_train"] == 3 and r["n_test"] == 1
     assert records[0]["predictions"] != records[1]["predictions"]
+
+
+def test_cg_theory_equals_dense_theory_per_sample():
+    """ntk_solver: cg (no Gram kept) gives the dense path's lazy-limit prediction f_0 + K K_tt⁺ (y − f_0)."""
+    from compbench.theory.predict import theory_predictions
+
+    task = make_task("additive", anchors=[[4], [4]])
+    enc = encode("digits", task, samples_per_cell=2)
+    dense = adapter("convnet", **{**TRAIN, "epochs": 1}).fit_seeds(enc.train, enc.evaluate, [3])[0]
+    cg = adapter("convnet", **{**TRAIN, "epochs": 1}, ntk_solver="cg", ntk_cg_tol=1e-5).fit_seeds(enc.train, enc.evaluate, [3])[0]
+    assert dense.info["ntk_solver"] == "dense" and cg.info["ntk_solver"] == "cg"
+    assert cg.kernels is None and cg.info["cg_converged"] and cg.info["cg_iterations"] > 1
+    expected = theory_predictions(*dense.kernels, enc.train.y, f0_train=dense.initial_train, f0_eval=dense.initial_eval)
+    assert np.linalg.norm(cg.theory_predictions - expected) / np.linalg.norm(expected) < 1e-3
+    np.testing.assert_array_equal(cg.predictions, dense.predictions)  # the solver does not touch training
+
+
+def test_auto_solver_switches_to_cg_when_the_grams_exceed_the_memory_bound():
+    model = adapter("convnet", ntk_max_memory=1 << 20)  # 1 MiB: 8·n_tr·(n_tr + n_ev) bytes of Grams
+    assert model._solver(100, 200) == "dense"  # 240 kB
+    assert model._solver(200, 600) == "cg"  # 1.28 MB
+    assert adapter("convnet", ntk_solver="dense", ntk_max_memory=1 << 20)._solver(200, 600) == "dense"
+
+
+def test_lr_ntk_sets_the_learning_rate_from_the_ntk_and_lanczos_agrees_with_eigvalsh(toy):
+    from compbench.adapters.deep import _largest_eigenvalue
+
+    _, enc = toy
+    model = adapter("convnet", optimizer="sgd", momentum=0.0, lr_ntk=0.5, epochs=2, batch_size=64)
+    fit = model.fit_seeds(enc.train, enc.evaluate, [0])[0]
+    lam = float(np.linalg.eigvalsh(fit.kernels[0])[-1])
+    assert fit.info["lr"] == pytest.approx(0.5 * len(enc.train) / lam, rel=1e-12)
+    net = model._init(0, (1, 8, 16))
+    x = torch.as_tensor(enc.train.x)
+    assert _largest_eigenvalue(net, x, chunk=4) == pytest.approx(lam, rel=1e-3)
+    # several seeds with lr_ntk train one by one: each has its own learning rate
+    two = model.fit_seeds(enc.train, enc.evaluate, [0, 1])
+    assert two[0].info["lr"] == pytest.approx(fit.info["lr"], rel=1e-12) and two[0].info["lr"] != two[1].info["lr"]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [({"lr_ntk": 1.0, "theory": "none"}, "lr_ntk needs theory: empirical"),
+     ({"ntk_solver": "cg", "loss": "logistic"}, "SVM theory needs the Grams")],
+)
+def test_theory_settings_that_cannot_work_are_refused(params, message):
+    cls = get_adapter("convnet")
+    with pytest.raises(ValueError, match=message):
+        cls.Params(**params)

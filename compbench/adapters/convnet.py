@@ -40,7 +40,9 @@ class ConvNetParams(NetworkParams):
     optimizer: Literal["sgd", "adam"] = "sgd"
     lr: float = Field(default=1e-4, gt=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
-    vectorize: bool = Field(default=True, description="train all seeds of a cell as one grouped model (false: one by one)")
+    vectorize: bool = Field(
+        default=True, description="train all seeds of a cell as one grouped model (false, or lr_ntk set: one by one)"
+    )
     seeds_per_batch: int | None = Field(
         default=None, ge=1, description="seeds trained together at most, to bound memory (default: all)"
     )
@@ -101,7 +103,7 @@ class ConvNetAdapter(NetworkAdapter):
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train the seeds together (`vectorize`), in groups of `seeds_per_batch`; else one by one."""
         p = self.params
-        if not p.vectorize:
+        if not p.vectorize or p.lr_ntk is not None:  # lr_ntk: every seed its own learning rate
             return super().fit_seeds(train, evaluate, seeds)
         from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet
 
@@ -113,7 +115,7 @@ class ConvNetAdapter(NetworkAdapter):
             # Exactly the per-seed networks of the base class (scalar_module wrappers), so f_0, the
             # NTK and the predictions below run the ordinary per-seed code.
             nets = [self._init(seed, in_shape) for seed in group]
-            at_init = [self._at_init(net, x_tr, x_ev) for net in nets]
+            at_init = [self._at_init(net, x_tr, x_ev, y_tr) for net in nets]
             stacked = StackedConvNet(
                 [net.net for net in nets],
                 reference=[net.net0 for net in nets] if p.center else None,
@@ -124,6 +126,7 @@ class ConvNetAdapter(NetworkAdapter):
                 net.net.load_state_dict(stacked.member_state_dict(i))
                 fit = self._fitted(net, results[i], x_ev, at_init[i])
                 fit.info["stacked_seeds"] = len(group)  # train_seconds is the shared wall time of the group
+                fit.info["lr"] = p.lr
                 fitted.append(fit)
             del stacked
         return fitted

@@ -18,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 
@@ -51,6 +52,27 @@ class NetworkParams(AdapterParams):
     output_scale: float = Field(
         default=1.0, gt=0, description="α multiplying the output; large α with lr ∝ 1/α² → lazy (Chizat et al. 2019)"
     )
+    lr_ntk: float | None = Field(
+        default=None, gt=0,
+        description="per seed, lr = lr_ntk · n_train / λ_max(K_train) of its empirical NTK at init (replaces lr; "
+        "for lazy training: gradient descent on the linearised model is stable below lr_ntk = 1)",
+    )
+
+    ntk_solver: Literal["auto", "dense", "cg"] = Field(
+        default="auto",
+        description="theory by dense NTK Grams, or matrix-free conjugate gradients (no N×N Gram); "
+        "auto: cg when the Grams would exceed ntk_max_memory",
+    )
+    ntk_cg_tol: float | None = Field(default=None, gt=0, description="CG relative residual (default: 1e-3 float32, 1e-8 float64)")
+    ntk_cg_max_iter: int = Field(default=1000, ge=1)
+
+    @model_validator(mode="after")
+    def _theory_settings(self) -> NetworkParams:
+        if self.lr_ntk is not None and self.theory != "empirical":
+            raise ValueError("lr_ntk needs theory: empirical (the learning rate comes from the empirical NTK at init)")
+        if self.ntk_solver == "cg" and self.loss == "logistic":
+            raise ValueError("ntk_solver: cg solves the least-squares (mse) theory; the logistic loss's SVM theory needs the Grams")
+        return self
 
 
 def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0) -> torch.nn.Module:
@@ -127,6 +149,39 @@ def seeded_rng(seed: int, device: str):
         yield
 
 
+@dataclass
+class AtInit:
+    """One seed's network at initialisation: f_0 and what the theory needs, before training."""
+
+    f0_train: np.ndarray
+    f0_eval: np.ndarray
+    kernels: tuple[np.ndarray, np.ndarray] | None = None  # dense (K_train,train, K_eval,train)
+    theory: np.ndarray | None = None  # per evaluation sample, when solved matrix-free (no Grams kept)
+    lambda_max_estimate: float | None = None  # λ_max of K_train from Lanczos, when there is no dense Gram
+    seconds: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def lambda_max(self) -> float | None:
+        """The largest eigenvalue of K_train (what lr_ntk scales by), or None without a theory kernel."""
+        if self.kernels is not None:
+            return float(np.linalg.eigvalsh(self.kernels[0])[-1])
+        return self.lambda_max_estimate
+
+
+def _largest_eigenvalue(net: torch.nn.Module, x: torch.Tensor, chunk: int) -> float:
+    """λ_max of the empirical NTK on x without the Gram: Lanczos (scipy eigsh) on K·v products."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    import torch
+
+    from compbench.theory import ntk_matvec
+
+    matvec = ntk_matvec(net, x, chunk=chunk)
+    n = len(x)
+    op = LinearOperator((n, n), matvec=lambda v: matvec(torch.as_tensor(v, dtype=torch.float64)).cpu().numpy(), dtype=np.float64)
+    return float(eigsh(op, k=1, which="LA", tol=1e-3, return_eigenvectors=False)[0])
+
+
 class NetworkAdapter(Adapter):
     """Base: minibatch training per seed, empirical NTK at init + f_0 for the theory."""
 
@@ -161,45 +216,77 @@ class NetworkAdapter(Adapter):
         y_tr = torch.as_tensor(train.y, dtype=torch.float32, device=self.device)
         return x_tr, x_ev, y_tr, tuple(int(s) for s in train.x.shape[1:])
 
-    def _at_init(
-        self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor
-    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None, float]:
-        """f_0 on the training and evaluation inputs, the empirical NTK at init (or None) and its seconds."""
+    def _solver(self, n_train: int, n_eval: int) -> str:
+        """dense or cg: `auto` takes cg when the two dense Grams would exceed ntk_max_memory."""
+        p = self.params
+        if p.ntk_solver != "auto":
+            return p.ntk_solver
+        return "cg" if 8 * n_train * (n_train + n_eval) > p.ntk_max_memory else "dense"
+
+    def _at_init(self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor, y_tr: torch.Tensor) -> AtInit:
+        """f_0 on the training and evaluation inputs and the seed's theory: the empirical NTK at init
+        (dense Grams), or, when they do not fit (`ntk_solver`), the matrix-free CG prediction."""
         from compbench.theory import empirical_ntk
         from compbench.training.minibatch import predict
 
         p = self.params
-        f0_tr = predict(net, x_tr).double().cpu().numpy()
-        f0_ev = predict(net, x_ev).double().cpu().numpy()
-        kernels = None
+        state = AtInit(predict(net, x_tr).double().cpu().numpy(), predict(net, x_ev).double().cpu().numpy())
         t0 = time.perf_counter()
         if p.theory == "empirical":
+            state.info["ntk_solver"] = solver = self._solver(len(x_tr), len(x_ev))
             with _ntk_friendly(net):
-                kernels = (
-                    empirical_ntk(net, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
-                    empirical_ntk(net, x_ev, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
-                )
-        return f0_tr, f0_ev, kernels, time.perf_counter() - t0
+                if solver == "dense":
+                    state.kernels = (
+                        empirical_ntk(net, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                        empirical_ntk(net, x_ev, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                    )
+                else:
+                    self._cg_theory(net, x_tr, x_ev, y_tr, state)
+        state.seconds = time.perf_counter() - t0
+        return state
 
-    def _train_options(self) -> dict[str, Any]:
-        """`train_minibatch`'s keyword arguments from the params, all but the seed."""
+    def _cg_theory(self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor, y_tr: torch.Tensor, state: AtInit) -> None:
+        """The lazy-limit prediction f_0 + K_eval,train α, (K_train) α = y − f_0, by matrix-free CG."""
+        from compbench.theory import ntk_cg_regression
+
         p = self.params
+        if self.theory_options()["objective"] != "min_norm":
+            raise ValueError(
+                "the NTK Grams exceed ntk_max_memory and the max-margin (logistic) theory needs them: "
+                "raise ntk_max_memory or use loss: mse"
+            )
+        preds, cg = ntk_cg_regression(
+            net, x_tr, y_tr.double(), x_ev, f0_train=state.f0_train, f0_eval=state.f0_eval,
+            tol=p.ntk_cg_tol, max_iter=p.ntk_cg_max_iter, chunk=p.batch_size,
+        )
+        state.theory = np.asarray(preds, dtype=np.float64)
+        state.info.update(cg.summary())
+        if not cg.converged:
+            state.info["theory_warning"] = cg.message
+        if p.lr_ntk is not None:
+            state.lambda_max_estimate = _largest_eigenvalue(net, x_tr, p.batch_size)
+
+    def _train_options(self, at_init: AtInit | None = None) -> dict[str, Any]:
+        """`train_minibatch`'s keyword arguments from the params, all but the seed.
+
+        With `lr_ntk`, the learning rate comes from the seed's NTK at init (`at_init` from `_at_init`).
+        """
+        p = self.params
+        lr = p.lr
+        if p.lr_ntk is not None:
+            lam = None if at_init is None else at_init.lambda_max()
+            if lam is None:
+                raise ValueError("lr_ntk needs the seed's empirical NTK at init")
+            lr = p.lr_ntk * len(at_init.f0_train) / lam
         return dict(
-            optimizer=p.optimizer, lr=p.lr, momentum=p.momentum, weight_decay=p.weight_decay,
+            optimizer=p.optimizer, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
             epochs=p.epochs, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
         )
 
-    def _fitted(
-        self,
-        net: torch.nn.Module,
-        result: Any,
-        x_ev: torch.Tensor,
-        at_init: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None, float],
-    ) -> Fitted:
-        """One trained seed's Fitted: eval predictions, f_0, kernels, info and the divergence error."""
+    def _fitted(self, net: torch.nn.Module, result: Any, x_ev: torch.Tensor, at_init: AtInit) -> Fitted:
+        """One trained seed's Fitted: eval predictions, f_0, theory, info and the divergence error."""
         from compbench.training.minibatch import predict
 
-        f0_tr, f0_ev, kernels, ntk_seconds = at_init
         preds = predict(net, x_ev).double().cpu().numpy()
         info: dict[str, Any] = {
             "epochs": result.epochs,
@@ -208,12 +295,13 @@ class NetworkAdapter(Adapter):
             "converged": result.converged,
             "n_params": sum(q.numel() for q in net.parameters() if q.requires_grad),  # not center's frozen copy
             "train_seconds": round(result.seconds, 3),
-            "ntk_seconds": round(ntk_seconds, 3),
+            "ntk_seconds": round(at_init.seconds, 3),
+            **at_init.info,
         }
         error = None
         if result.diverged or not np.all(np.isfinite(preds)):
             error = f"training diverged (non-finite loss) in epoch {result.epochs}"
-        return Fitted(preds, f0_tr, f0_ev, info, error, kernels)
+        return Fitted(preds, at_init.f0_train, at_init.f0_eval, info, error, at_init.kernels, at_init.theory)
 
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train one network per seed; predictions, f_0 and the empirical NTK at init per seed."""
@@ -223,10 +311,13 @@ class NetworkAdapter(Adapter):
         fitted = []
         for seed in seeds:
             net = self._init(seed, in_shape)
-            at_init = self._at_init(net, x_tr, x_ev)
+            at_init = self._at_init(net, x_tr, x_ev, y_tr)
+            options = self._train_options(at_init)
             with seeded_rng(seed, self.device):
-                result = train_minibatch(net, x_tr, y_tr, seed=seed, **self._train_options())
-            fitted.append(self._fitted(net, result, x_ev, at_init))
+                result = train_minibatch(net, x_tr, y_tr, seed=seed, **options)
+            fit = self._fitted(net, result, x_ev, at_init)
+            fit.info["lr"] = options["lr"]
+            fitted.append(fit)
         return fitted
 
     def theory_options(self) -> dict[str, Any]:
