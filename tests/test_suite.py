@@ -152,3 +152,18 @@ def test_valid_image_encoding_parameters_pass():
         )
     )
     assert loaded.suite.tasks[0].encoding_params == {"samples_per_cell": 2, "layout": "channels"}
+
+
+def test_every_bundled_suite_and_profile_validates():
+    from compbench.suite import SUITES_DIR
+
+    paths = sorted(SUITES_DIR.glob("*.yaml"))
+    assert {p.stem for p in paths} >= {"kernel-limits", "kernel-limits-images"}
+    for path in paths:
+        loaded = load_suite(path)
+        for profile in loaded.suite.profiles:
+            with_profile = load_suite(path, profile=profile)
+            assert [m.id for m in with_profile.models] == [m.id for m in loaded.models]
+    full = load_suite("kernel-limits-images", profile="full")
+    convnet = next(m for m in full.models if m.id == "convnet")
+    assert convnet.params.width == 1.0 and convnet.seeds == tuple(range(10))
