@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -70,8 +71,23 @@ def code_version(adapter: str) -> str:
     from compbench.adapters import get_adapter
 
     root = Path(__file__).resolve().parent.parent
-    module_file = inspect.getsourcefile(get_adapter(adapter)) or ""
+    cls = get_adapter(adapter)
+    try:
+        module_file = inspect.getsourcefile(cls) or ""
+    except (TypeError, OSError):  # defined in a notebook, by exec, ...: no file to hash
+        module_file = ""
+    if not module_file:
+        _warn_no_source(adapter, f"{cls.__module__}.{cls.__qualname__}")
     return _source_hash(tuple(str(root / p) for p in _RESULT_CODE) + (module_file,))
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_no_source(adapter: str, where: str) -> None:
+    warnings.warn(
+        f"adapter {adapter!r} ({where}) has no source file, so editing it does not invalidate its cached "
+        "cells: run with --force after changing it",
+        stacklevel=3,
+    )
 
 
 def key_for(task: TaskEntry, model: ModelSpec, seed: int, device: str) -> str:
