@@ -31,3 +31,17 @@ def test_kernel_svr_equals_sklearn_svr_and_reports_non_convergence():
     assert converged
     np.testing.assert_allclose(ours, ref, atol=1e-9)
     assert kernel_svr(K[np.ix_(tr, tr)], K[:, tr], t.y[tr], max_iter=2)[1] is False
+
+
+def test_libsvm_prints_nothing(capfd):
+    """libsvm's C solver log (`obj = …, nSV = …`) must not reach stdout: a CD sweep makes 10,000 fits."""
+    from sklearn.svm import _libsvm
+
+    _libsvm.set_verbosity_wrap(1)  # as if something earlier in the process had turned it on
+    x = np.random.default_rng(0).normal(size=(12, 3))
+    K = x @ x.T
+    y = np.where(x[:, 0] > 0, 1.0, -1.0)
+    kernel_svm(K, K, y)
+    kernel_svr(K, K, x[:, 1])
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""

@@ -74,6 +74,10 @@ def _libsvm_fit(Kt: np.ndarray, Kc: np.ndarray, y: np.ndarray, svm_type: int, C:
     """
     from sklearn.svm import _libsvm
 
+    # libsvm prints its solver log to stdout unless told not to; sklearn's SVC.fit sets this, and
+    # calling libsvm directly skips it.
+    _libsvm.set_verbosity_wrap(0)
+
     support, _, _, sv_coef, intercept, _, _, fit_status, n_iter = _libsvm.fit(
         np.ascontiguousarray(Kt, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
         svm_type=svm_type, kernel="precomputed", C=float(C), epsilon=float(epsilon), tol=1e-3,
