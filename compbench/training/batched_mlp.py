@@ -7,6 +7,7 @@ trajectory equals training that seed alone (up to float rounding of batched matm
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -58,8 +59,9 @@ def stacked_forward(layers: list[Layer], x: torch.Tensor) -> torch.Tensor:
 def _readout(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """(k, n) outputs of a width-1 readout: as (1 × H)·(H × n) products, since a batched
     matrix-vector bmm with a trailing dimension of 1 is several times slower on the CPU."""
-    out = torch.bmm(w.transpose(1, 2), h.transpose(1, 2)).squeeze(1)
-    return out if b is None else out + b.reshape(-1, 1)
+    if b is None:
+        return torch.bmm(w.transpose(1, 2), h.transpose(1, 2)).squeeze(1)
+    return torch.baddbmm(b.reshape(-1, 1, 1), w.transpose(1, 2), h.transpose(1, 2)).squeeze(1)
 
 
 def member_module(layers: list[Layer], i: int) -> torch.nn.Module:
@@ -102,9 +104,9 @@ def _forward_loss(
         if readout and i == len(layers) - 1:
             out = _readout(acts[-1], w, b)
             break
-        pre = torch.matmul(acts[-1], w) if i == 0 else torch.bmm(acts[-1], w)
-        if b is not None:
-            pre.add_(b)
+        # layer 0's input is shared: expanded with stride 0, not copied
+        inp = acts[-1].unsqueeze(0).expand(w.shape[0], -1, -1) if i == 0 else acts[-1]
+        pre = torch.bmm(inp, w) if b is None else torch.baddbmm(b, inp, w)
         if i < len(layers) - 1:
             acts.append(pre.clamp_(min=0))
         else:
@@ -199,21 +201,24 @@ def train_stacked(
     adam_m = [torch.zeros_like(p) for p in params] if optimizer == "adam" else []
     adam_v = [torch.zeros_like(p) for p in params] if optimizer == "adam" else []
     beta1, beta2, eps = 0.9, 0.999, 1e-8
+    running = list(range(k))  # members still training (a Python list: one host sync per step)
     for step in range(max_steps + 1):
         acts, lv, dout = _forward_loss(layers, x, y, loss, offset)
-        done = active & (lv < loss_tol)
-        bad = active & ~torch.isfinite(lv)
-        if bool(done.any()) or bool(bad.any()) or step == max_steps:
-            for i in torch.nonzero(done | bad | (active if step == max_steps else done), as_tuple=True)[0].tolist():
-                steps[i], final[i] = step, float(lv[i])
-                converged[i], diverged[i] = bool(done[i]), bool(bad[i])
-            active &= ~(done | bad)
-        if step == max_steps or not bool(active.any()):
+        losses = lv.tolist()
+        stopped = [i for i in running if not math.isfinite(losses[i]) or losses[i] < loss_tol or step == max_steps]
+        for i in stopped:
+            steps[i], final[i] = step, losses[i]
+            diverged[i] = not math.isfinite(losses[i])
+            converged[i] = not diverged[i] and losses[i] < loss_tol
+        if stopped:
+            running = [i for i in running if i not in stopped]
+            active[stopped] = False
+        if not running:
             break
         if optimizer == "gd":
             # A stopped member gets a zero output gradient, hence exactly zero updates, so one
             # fused in-place step serves every member.
-            _backward(layers, acts, torch.where(active.unsqueeze(1), dout, 0.0), lr)
+            _backward(layers, acts, dout if len(running) == k else torch.where(active.unsqueeze(1), dout, 0.0), lr)
             continue
         grads = _backward(layers, acts, dout, None)
         with torch.no_grad():
