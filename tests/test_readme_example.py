@@ -28,6 +28,7 @@ def example_code() -> str:
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
+@pytest.mark.filterwarnings("ignore:adapter 'pixel-mlp' .* has no source file")  # exec'd: expected
 def test_readme_network_adapter_example_runs_through_a_suite(tmp_path, capsys):
     from compbench.adapters import get_adapter
 

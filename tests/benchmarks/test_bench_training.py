@@ -48,3 +48,30 @@ def test_mlp_16_seeds_sequential(benchmark, data):
 @pytest.mark.benchmark(group="mlp-16-seeds")
 def test_mlp_16_seeds_vectorised(benchmark, data):
     benchmark.pedantic(vectorised, args=data, rounds=3, warmup_rounds=1)
+
+
+@pytest.mark.benchmark(group="mlp-16-seeds-interleaved")
+def test_mlp_16_seeds_ratio_interleaved(benchmark, data):
+    """The two sides alternated in 5 pairs; extra_info holds the median of the per-pair ratios.
+
+    This machine's speed drifts by tens of percent from one minute to the next, and the separate
+    benchmarks above measure their sides minutes apart; a pair measured back to back shares the drift.
+    """
+    import statistics
+    import time
+
+    def pairs() -> list[float]:
+        ratios = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            sequential_torch_loop(*data)
+            t1 = time.perf_counter()
+            vectorised(*data)
+            t2 = time.perf_counter()
+            ratios.append((t1 - t0) / (t2 - t1))
+        return ratios
+
+    vectorised(*data)  # warm-up
+    ratios = benchmark.pedantic(pairs, rounds=1, iterations=1)
+    benchmark.extra_info["ratios"] = [round(r, 2) for r in ratios]
+    benchmark.extra_info["median_ratio"] = statistics.median(ratios)
