@@ -22,16 +22,10 @@ from compbench.theory.ntk import structured_coverage  # noqa: E402
 
 IMAGE = (1, 8, 16)  # two 8×8 digits side by side
 # The generic path runs timm's fused attention under vmap, which torch warns is slow: expected here.
-pytestmark = pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors on a shared 2-core CPU: a second torch thread only adds spin-waiting."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:There is a performance drop:UserWarning"),
+    pytest.mark.usefixtures("one_thread"),  # tests/conftest.py
+]
 
 
 class TokenMLP(nn.Module):

@@ -22,13 +22,7 @@ SGD = dict(BASE, optimizer="sgd", lr=1e-3, momentum=0.9)
 ADAM = dict(BASE, optimizer="adam", lr=1e-3)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """These networks are tiny: one thread is faster, and immune to a busy machine's oversubscription."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def data(dtype: torch.dtype, n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
