@@ -124,9 +124,8 @@ class ConvNetAdapter(NetworkAdapter):
             results = train_stacked_convnet(stacked, x_tr, y_tr, seeds=group, **self._train_options())
             for i, net in enumerate(nets):
                 net.net.load_state_dict(stacked.member_state_dict(i))
-                fit = self._fitted(net, results[i], x_ev, at_init[i])
+                fit = self._fitted(net, results[i], x_ev, at_init[i], p.lr)
                 fit.info["stacked_seeds"] = len(group)  # train_seconds is the shared wall time of the group
-                fit.info["lr"] = p.lr
                 fitted.append(fit)
             del stacked
         return fitted

@@ -283,7 +283,7 @@ class NetworkAdapter(Adapter):
             epochs=p.epochs, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
         )
 
-    def _fitted(self, net: torch.nn.Module, result: Any, x_ev: torch.Tensor, at_init: AtInit) -> Fitted:
+    def _fitted(self, net: torch.nn.Module, result: Any, x_ev: torch.Tensor, at_init: AtInit, lr: float) -> Fitted:
         """One trained seed's Fitted: eval predictions, f_0, theory, info and the divergence error."""
         from compbench.training.minibatch import predict
 
@@ -296,6 +296,7 @@ class NetworkAdapter(Adapter):
             "n_params": sum(q.numel() for q in net.parameters() if q.requires_grad),  # not center's frozen copy
             "train_seconds": round(result.seconds, 3),
             "ntk_seconds": round(at_init.seconds, 3),
+            "lr": lr,
             **at_init.info,
         }
         error = None
@@ -315,9 +316,7 @@ class NetworkAdapter(Adapter):
             options = self._train_options(at_init)
             with seeded_rng(seed, self.device):
                 result = train_minibatch(net, x_tr, y_tr, seed=seed, **options)
-            fit = self._fitted(net, result, x_ev, at_init)
-            fit.info["lr"] = options["lr"]
-            fitted.append(fit)
+            fitted.append(self._fitted(net, result, x_ev, at_init, options["lr"]))
         return fitted
 
     def theory_options(self) -> dict[str, Any]:

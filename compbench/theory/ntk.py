@@ -28,6 +28,8 @@ Memory is bounded by ``max_memory`` (bytes): samples are processed in chunks who
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,19 @@ __all__ = ["DEFAULT_MAX_MEMORY", "empirical_ntk", "structured_coverage"]
 # otherwise they are recomputed for every chunk of the first argument.
 _JAC_CACHE_ELEMENTS = 1 << 26
 DEFAULT_MAX_MEMORY = 1 << 30  # bytes of factors / Jacobians held at once
+
+
+@contextlib.contextmanager
+def eval_mode(module: torch.nn.Module) -> Iterator[None]:
+    """Eval mode for the duration (BatchNorm running stats, no dropout); every submodule's own mode
+    restored afterwards (also mixed train/eval modes)."""
+    modes = [(m, m.training) for m in module.modules()]
+    module.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.train(mode)
 
 
 class _Unsupported(Exception):
@@ -530,9 +545,7 @@ def empirical_ntk(
     if xb is not None and xb.is_floating_point():
         xb = xb.to(ref.dtype)
 
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
+    with eval_mode(module):
         if structured:
             try:
                 layers, rest = _structured_layers(module)
@@ -548,7 +561,4 @@ def empirical_ntk(
             except _Unsupported:
                 pass  # fall through: everything by the generic path
         return _generic_ntk(module, xa, xb, list(params), chunk_size, max_memory)
-    finally:
-        for m, mode in modes:
-            m.train(mode)
 

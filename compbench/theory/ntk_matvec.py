@@ -52,14 +52,15 @@ difference from the dense solve follows the reported residual (measured: about e
 
 from __future__ import annotations
 
-import contextlib
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+
+from compbench.theory.ntk import eval_mode
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
     import torch
@@ -83,18 +84,6 @@ def default_tol(dtype: torch.dtype) -> float:
     if dtype == torch.float32:
         return 1e-3
     return 1e-2
-
-
-@contextlib.contextmanager
-def _eval_mode(module: torch.nn.Module) -> Iterator[None]:
-    """Eval mode for the duration (BatchNorm running stats, no dropout); every submodule's mode restored."""
-    modes = [(m, m.training) for m in module.modules()]
-    module.eval()
-    try:
-        yield
-    finally:
-        for m, mode in modes:
-            m.train(mode)
 
 
 class NTKOperator:
@@ -160,7 +149,7 @@ class NTKOperator:
         """f(x) at the snapshot parameters, float64, eval mode."""
         import torch
 
-        with _eval_mode(self.module), torch.no_grad():
+        with eval_mode(self.module), torch.no_grad():
             return torch.cat([self._call(self.theta, x[s]).to(torch.float64) for s in self._slices(x.shape[0])])
 
     def vjp(self, x: torch.Tensor, v: torch.Tensor) -> list[torch.Tensor]:
@@ -171,7 +160,7 @@ class NTKOperator:
         cols = v.reshape(v.shape[0], -1)
         k = cols.shape[1]
         u = [torch.zeros((k,) + p.shape, dtype=torch.float64, device=self.device) for p in self.theta.values()]
-        with _eval_mode(self.module), torch.enable_grad():
+        with eval_mode(self.module), torch.enable_grad():
             for s in self._slices(x.shape[0]):
                 theta = {name: p.detach().requires_grad_(True) for name, p in self.theta.items()}
                 out = self._call(theta, x[s])
@@ -192,7 +181,7 @@ class NTKOperator:
         cols = u if batched else [t.unsqueeze(0) for t in u]
         k = cols[0].shape[0]
         out = torch.empty(x.shape[0], k, dtype=torch.float64, device=self.device)
-        with _eval_mode(self.module):
+        with eval_mode(self.module):
             for j in range(k):
                 tangent = [t[j].to(self.dtype) for t in cols]
                 for s in self._slices(x.shape[0]):

@@ -46,14 +46,22 @@ def init_stacked_mlp(
 
 def stacked_forward(layers: list[Layer], x: torch.Tensor) -> torch.Tensor:
     """Outputs (k, n) of every member on shared inputs x (n, d)."""
-    h = x.unsqueeze(0).expand(layers[0][0].shape[0], -1, -1)
+    return _forward(layers, x)[1]
+
+
+def _forward(layers: list[Layer], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Every layer's input (layer 0's is x, shared by all members) and the outputs (k, n)."""
+    acts = [x]
     for i, (w, b) in enumerate(layers):
+        # layer 0's input is shared: expanded with stride 0, not copied
+        inp = acts[-1].unsqueeze(0).expand(w.shape[0], -1, -1) if i == 0 else acts[-1]
         if i == len(layers) - 1 and w.shape[2] == 1:
-            return _readout(h, w, b)
-        h = torch.bmm(h, w) if b is None else torch.baddbmm(b, h, w)
-        if i < len(layers) - 1:
-            h = torch.relu(h)
-    return h.squeeze(-1)
+            return acts, _readout(inp, w, b)
+        pre = torch.bmm(inp, w) if b is None else torch.baddbmm(b, inp, w)
+        if i == len(layers) - 1:
+            return acts, pre.squeeze(-1)
+        acts.append(pre.clamp_(min=0))
+    raise ValueError("an MLP needs at least one layer")
 
 
 def _readout(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -97,20 +105,7 @@ def _forward_loss(
 ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """Layer inputs, per-member loss (k,) and the loss gradient at the outputs (k, n)."""
     n = x.shape[0]
-    acts = [x]  # acts[l]: input of layer l; layer 0's input is shared by all members
-    readout = len(layers) > 1 and layers[-1][0].shape[2] == 1
-    out = None
-    for i, (w, b) in enumerate(layers):
-        if readout and i == len(layers) - 1:
-            out = _readout(acts[-1], w, b)
-            break
-        # layer 0's input is shared: expanded with stride 0, not copied
-        inp = acts[-1].unsqueeze(0).expand(w.shape[0], -1, -1) if i == 0 else acts[-1]
-        pre = torch.bmm(inp, w) if b is None else torch.baddbmm(b, inp, w)
-        if i < len(layers) - 1:
-            acts.append(pre.clamp_(min=0))
-        else:
-            out = pre.squeeze(-1)
+    acts, out = _forward(layers, x)
     if offset is not None:
         out = out - offset
     if loss == "mse":

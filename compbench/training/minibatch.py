@@ -17,7 +17,7 @@ from typing import Literal
 
 import torch
 
-__all__ = ["MinibatchResult", "batches", "loss_fn", "predict", "train_minibatch"]
+__all__ = ["MinibatchResult", "batches", "loss_fn", "make_optimizer", "predict", "train_minibatch"]
 
 
 @dataclass
@@ -60,6 +60,15 @@ def _autocast(device: torch.device, amp: bool):
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
+def make_optimizer(params: list[torch.Tensor], optimizer: str, lr: float, momentum: float, weight_decay: float) -> torch.optim.Optimizer:
+    """SGD (with momentum) or Adam over `params`."""
+    if optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"unknown optimizer {optimizer!r} (sgd or adam)")
+
+
 def train_minibatch(
     model: torch.nn.Module,
     x: torch.Tensor,
@@ -79,12 +88,7 @@ def train_minibatch(
     """Train `model` (outputs one scalar per sample) in place on (x, y); x and y on the model's device."""
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
-    if optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    elif optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    else:
-        raise ValueError(f"unknown optimizer {optimizer!r} (sgd or adam)")
+    opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
     gen = torch.Generator().manual_seed(int(seed))
     autocast, scaler = _autocast(x.device, amp)
     y = y.float()

@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from compbench.training.minibatch import MinibatchResult, _autocast, batches, loss_fn
+from compbench.training.minibatch import MinibatchResult, _autocast, batches, loss_fn, make_optimizer
 
 __all__ = ["StackedConvNet", "train_stacked_convnet"]
 
@@ -361,12 +361,7 @@ def train_stacked_convnet(
     if len(seeds) != k:
         raise ValueError(f"{k} members but {len(seeds)} seeds")
     params = [p for p in model.parameters() if p.requires_grad]
-    if optimizer == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-    elif optimizer == "adam":
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    else:
-        raise ValueError(f"unknown optimizer {optimizer!r} (sgd or adam)")
+    opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
     autocast, scaler = _autocast(x.device, amp)
     member_loss = torch.vmap(partial(loss_fn, loss))  # loss_fn itself, per member: same values as alone
