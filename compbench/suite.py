@@ -345,7 +345,7 @@ def _expand_model(
 
 def _check_tasks(suite: Suite, lines: _LineMap, issues: list[SuiteIssue]) -> None:
     from compbench.encodings import ENCODINGS
-    from compbench.tasks import UnknownFamilyError, family_params_model, make_task
+    from compbench.tasks import TaskParamError, UnknownFamilyError, family_params_model, make_task
 
     for i, task in enumerate(suite.tasks):
         try:
@@ -360,6 +360,8 @@ def _check_tasks(suite: Suite, lines: _LineMap, issues: list[SuiteIssue]) -> Non
             continue
         try:
             make_task(task.family, **task.params)
+        except TaskParamError as exc:
+            issues.append(lines.issue(("tasks", i, "params", *exc.loc), exc.message))
         except (ValueError, TypeError) as exc:
             issues.append(lines.issue(("tasks", i, "params"), f"invalid task: {exc}"))
         if task.encoding_name not in ENCODINGS:

@@ -8,13 +8,14 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     transitive_equivalence,
     transitive_ordering,
 )
-from compbench.tasks.base import SplitError, TaskData, grid, validate_split
+from compbench.tasks.base import SplitError, TaskData, TaskParamError, grid, validate_split
 from compbench.tasks.registry import FAMILIES, UnknownFamilyError, family_params_model, make_task
 
 __all__ = [
     "FAMILIES",
     "SplitError",
     "TaskData",
+    "TaskParamError",
     "UnknownFamilyError",
     "family_params_model",
     "grid",

@@ -13,6 +13,19 @@ class SplitError(ValueError):
     """A task's train/held-out split is invalid (empty side, or an unseen component value)."""
 
 
+class TaskParamError(ValueError):
+    """A task's parameters are wrong at a known place: `loc` is the path inside the task's params.
+
+    The suite loader reports it as `file:line: tasks[i].params.<loc>: message`, with the line of
+    that very entry, so families raise it from `build` for checks pydantic cannot express.
+    """
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        self.loc = tuple(loc)
+        self.message = message
+        super().__init__(f"{'.'.join(map(str, loc))}: {message}" if loc else message)
+
+
 @dataclass(frozen=True)
 class TaskData:
     """Conjunctions `cells` (n × C ints), targets `y`, and which cells are trained on."""
