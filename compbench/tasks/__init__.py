@@ -5,6 +5,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     associative_inference,
     context_dependence,
     symmetry,
+    table,
     transitive_equivalence,
     transitive_ordering,
 )

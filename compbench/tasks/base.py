@@ -39,6 +39,11 @@ class TaskData:
     params: dict[str, Any] = field(default_factory=dict)
     component_names: tuple[str, ...] = ()
     allow_unseen_values: bool = False
+    value_labels: tuple[tuple[str, ...], ...] = ()
+
+    def label(self, c: int, v: int) -> str:
+        """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
+        return self.value_labels[c][v] if self.value_labels else str(v)
 
     @property
     def test_mask(self) -> np.ndarray:
