@@ -367,6 +367,18 @@ def test_every_mistake_is_reported_at_its_line(base, old, new, field, marker, me
     assert "invalid task" not in str(exc.value)  # raised as TaskParamError or by pydantic, never the generic fallback
 
 
+def test_compbench_validate_reports_every_table_mistake_by_file_and_line(tmp_path, capsys):
+    from compbench.cli import main
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(edit(SUITE, "- [blue, star]", "- [blue, triangle]"))
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:21: tasks[0].params.held_out[1]: unknown shape label 'triangle'" in err and "Traceback" not in err
+    path.write_text(SUITE)
+    assert main(["validate", str(path)]) == 0
+
+
 # --- the docs example -------------------------------------------------------------------------
 
 
