@@ -4,9 +4,11 @@ from compbench.adapters import kernel as _kernel  # noqa: F401  (registers "kern
 from compbench.adapters import mlp as _mlp  # noqa: F401  (registers "mlp")
 from compbench.adapters import convnet as _convnet  # noqa: F401  (registers "convnet")
 from compbench.adapters import resnet as _resnet  # noqa: F401  (registers "resnet")
-from compbench.adapters import vit as _vit  # noqa: F401  (registers "vit"; "timm:<name>" on demand)
+from compbench.adapters import vit as _vit  # noqa: F401  (registers "vit")
+from compbench.adapters import timm_models as _timm  # noqa: F401  (resolves "timm:<name>" on demand)
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted, InvalidModelError
 from compbench.adapters.registry import (
+    ADAPTERS,
     UnknownAdapterError,
     adapter_names,
     get_adapter,
@@ -14,6 +16,7 @@ from compbench.adapters.registry import (
 )
 
 __all__ = [
+    "ADAPTERS",
     "Adapter",
     "AdapterParams",
     "Batch",

@@ -187,6 +187,8 @@ class NetworkAdapter(Adapter):
 
     Params = NetworkParams
     params: NetworkParams
+    inputs = ("image",)
+    tags = ("networks",)
 
     def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
         """The network for inputs (channels, H, W); its output is one value per sample."""

@@ -58,6 +58,7 @@ class KernelAdapter(Adapter):
 
     Params = KernelParams
     deterministic = True
+    tags = ("kernels",)
     params: KernelParams
 
     def _gram(self, a: Batch, b: Batch) -> np.ndarray:

@@ -43,6 +43,7 @@ class MLPAdapter(Adapter):
 
     Params = MLPParams
     params: MLPParams
+    tags = ("networks",)
 
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train len(seeds) networks at once; per-seed init, early stopping and divergence."""

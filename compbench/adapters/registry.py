@@ -1,76 +1,54 @@
-"""Adapter registry: built-ins, `register_adapter`, and third-party entry points."""
+"""Adapter registry: built-ins, `register_adapter`, `compbench.adapters` entry points, name resolvers."""
 
 from __future__ import annotations
 
-import difflib
-import warnings
 from collections.abc import Callable
-from importlib.metadata import entry_points
+
+from pydantic import BaseModel
 
 from compbench.adapters.base import Adapter
+from compbench.registry import PluginError, Registry, UnknownNameError
 
 ENTRY_POINT_GROUP = "compbench.adapters"
 
-_REGISTRY: dict[str, type[Adapter]] = {}
-_entry_points_loaded = False
 
-
-class UnknownAdapterError(ValueError):
+class UnknownAdapterError(UnknownNameError):
     """Raised for an adapter name that is not registered."""
+
+
+def _check_adapter(name: str, obj: object) -> type[Adapter]:
+    """An adapter is an `Adapter` subclass with a pydantic `Params` and its own `fit_seeds`."""
+    if not (isinstance(obj, type) and issubclass(obj, Adapter)):
+        raise PluginError(f"adapter {name!r} is {obj!r}, not a subclass of compbench.adapters.Adapter")
+    if not (isinstance(obj.Params, type) and issubclass(obj.Params, BaseModel)):
+        raise PluginError(f"adapter {name!r}: Params must be a pydantic model (subclass compbench.adapters.AdapterParams)")
+    if obj.fit_seeds is Adapter.fit_seeds:
+        raise PluginError(f"adapter {name!r} does not implement fit_seeds(train, evaluate, seeds)")
+    unknown = set(obj.inputs) - {"vector", "image"}
+    if unknown:
+        raise PluginError(f"adapter {name!r}: inputs may name 'vector' and 'image', got {sorted(unknown)}")
+    obj.name = name
+    return obj
+
+
+ADAPTERS: Registry[type[Adapter]] = Registry("adapter", ENTRY_POINT_GROUP, _check_adapter)
 
 
 def register_adapter(name: str) -> Callable[[type[Adapter]], type[Adapter]]:
     """Class decorator registering an adapter under `name`."""
-
-    def decorate(cls: type[Adapter]) -> type[Adapter]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"adapter name {name!r} is already registered by {_REGISTRY[name]}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorate
-
-
-def _load_entry_points() -> None:
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        # One broken plugin must not take every other adapter (and `compbench list`) down with it:
-        # say what is wrong with it and go on.
-        where = f"entry point {ep.name!r} = {ep.value!r} of group {ENTRY_POINT_GROUP!r}"
-        try:
-            obj = ep.load()
-        except Exception as exc:  # noqa: BLE001 — any import error of third-party code
-            warnings.warn(f"compbench: cannot load adapter plugin, {where}: {type(exc).__name__}: {exc}", stacklevel=2)
-            continue
-        if not (isinstance(obj, type) and issubclass(obj, Adapter)):
-            warnings.warn(f"compbench: ignoring {where}: it is not a subclass of compbench.adapters.Adapter", stacklevel=2)
-        elif ep.name in _REGISTRY and _REGISTRY[ep.name] is not obj:
-            warnings.warn(f"compbench: ignoring {where}: the name is taken by {_REGISTRY[ep.name]}", stacklevel=2)
-        else:
-            register_adapter(ep.name)(obj)
+    return ADAPTERS.register(name)
 
 
 def adapter_names() -> list[str]:
     """All registered adapter names (built-in and plugins), sorted."""
-    _load_entry_points()
-    return sorted(_REGISTRY)
+    return ADAPTERS.names()
 
 
 def get_adapter(name: str) -> type[Adapter]:
     """The adapter class registered as `name`; the error lists known names and the closest."""
-    _load_entry_points()
-    if name not in _REGISTRY and name.startswith("timm:"):  # any timm model, created on demand
-        from compbench.adapters.timm_models import timm_adapter
-
-        return timm_adapter(name)
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, _REGISTRY, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownAdapterError(
-            f"unknown adapter {name!r}{hint} known: {', '.join(sorted(_REGISTRY))}"
-        )
-    return _REGISTRY[name]
+    try:
+        return ADAPTERS.get(name)
+    except UnknownAdapterError:
+        raise
+    except UnknownNameError as exc:
+        raise UnknownAdapterError(str(exc)) from None

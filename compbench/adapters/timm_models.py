@@ -2,8 +2,8 @@
 
 `adapter: timm:resnet10t` in a suite builds `timm.create_model("resnet10t", pretrained=False,
 num_classes=1, in_chans=<channels of the encoding>, **model_kwargs)`; nothing is ever downloaded.
-The adapter class is created on demand by `compbench.adapters.get_adapter` (names are checked
-with `timm.is_model`). Small inputs: most timm CNNs downsample by 32; `resize: [H, W]` upsamples
+The adapter class is created on demand by the adapter registry's `timm:` resolver (names are
+checked with `timm.is_model`). Small inputs: most timm CNNs downsample by 32; `resize: [H, W]` upsamples
 the images inside the network (bilinear) when a model needs larger inputs, and ViT-style models
 need `model_kwargs: {img_size: [H, W]}` (with a patch size dividing it) for non-default sizes.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field, field_validator
 
 from compbench.adapters.deep import NetworkAdapter, NetworkParams
-from compbench.adapters.registry import UnknownAdapterError, register_adapter
+from compbench.adapters.registry import ADAPTERS, UnknownAdapterError
 
 if TYPE_CHECKING:
     import torch
@@ -88,4 +88,7 @@ def timm_adapter(name: str) -> type[TimmAdapter]:
         )
     cls = type(f"Timm_{model.replace('.', '_').replace('-', '_')}", (TimmAdapter,), {"model_name": model, "__module__": __name__})
     cls.__doc__ = f"timm model {model!r} (num_classes=1, pretrained=False), minibatch-trained."
-    return register_adapter(name)(cls)
+    return cls
+
+
+ADAPTERS.add_resolver(PREFIX, timm_adapter)

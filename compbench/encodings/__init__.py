@@ -1,7 +1,19 @@
 """Input encodings: render a task's conjunctions as model inputs."""
 
 from compbench.encodings.batch import Batch
-from compbench.encodings.registry import ENCODINGS, Encoded, UnknownEncodingError, encode, register_encoding
+from compbench.encodings.registry import (
+    ENCODINGS,
+    Encoded,
+    EncodingSpec,
+    UnknownEncodingError,
+    encode,
+    encoding,
+    get_encoding,
+    register_encoding,
+)
 from compbench.encodings import images as _images  # noqa: E402,F401  (registers "images" and "digits")
 
-__all__ = ["Batch", "ENCODINGS", "Encoded", "UnknownEncodingError", "encode", "register_encoding"]
+__all__ = [
+    "Batch", "ENCODINGS", "Encoded", "EncodingSpec", "UnknownEncodingError", "encode", "encoding", "get_encoding",
+    "register_encoding",
+]

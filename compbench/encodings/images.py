@@ -142,18 +142,14 @@ def encode_images(task: TaskData, *, encoding: str = "images", **params: Any) ->
     return Encoded(encoding, train, evaluate)
 
 
-@register_encoding("images")
+@register_encoding("images", ImageEncodingParams, produces="image")
 def encode_images_any(task: TaskData, **params: Any) -> Encoded:
     """Images from any source (`source: digits|mnist-5k|mnist|cifar10`, default digits)."""
     return encode_images(task, encoding="images", **params)
 
 
-@register_encoding("digits")
+@register_encoding("digits", ImageEncodingParams, produces="image")
 def encode_digits(task: TaskData, **params: Any) -> Encoded:
     """Digit images (default source: scikit-learn's bundled 8×8 digits); same parameters as `images`."""
     return encode_images(task, encoding="digits", **params)
 
-
-# Let tools validate a suite's encoding parameters without rendering anything.
-encode_images_any.params_model = ImageEncodingParams  # type: ignore[attr-defined]
-encode_digits.params_model = ImageEncodingParams  # type: ignore[attr-defined]

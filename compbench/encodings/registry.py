@@ -1,20 +1,24 @@
-"""Encoding registry: name -> function rendering a task's cells as training and evaluation batches."""
+"""Encoding registry (`compbench.encodings` entry points): name -> how a task's cells become model inputs."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from compbench.encodings.batch import Batch
 from compbench.encodings.onehot import onehot
+from compbench.registry import PluginError, Registry, UnknownNameError
 from compbench.tasks import TaskData
 
+ENTRY_POINT_GROUP = "compbench.encodings"
+INPUT_KINDS = ("vector", "image")
 
-class UnknownEncodingError(ValueError):
+
+class UnknownEncodingError(UnknownNameError):
     """Raised for an encoding name that is not registered."""
 
 
@@ -28,17 +32,69 @@ class Encoded:
 
 
 Encoder = Callable[..., Encoded]
-ENCODINGS: dict[str, Encoder] = {}
 
 
-def register_encoding(name: str) -> Callable[[Encoder], Encoder]:
-    """Decorator registering `encoder(task, **params) -> Encoded` under `name`."""
+@dataclass(frozen=True)
+class EncodingSpec:
+    """An encoding: its function, its parameter model (None: no parameters) and the input kind it produces."""
+
+    name: str
+    encode: Encoder
+    params_model: type[BaseModel] | None
+    produces: str
+    doc: str
+
+
+def encoding(params_model: type[BaseModel] | None = None, produces: str = "vector") -> Callable[[Encoder], Encoder]:
+    """Decorator marking `encode(task, **params) -> Encoded` as an encoding (for entry points)."""
+    if produces not in INPUT_KINDS:
+        raise PluginError(f"an encoding produces one of {INPUT_KINDS}, got {produces!r}")
 
     def decorate(fn: Encoder) -> Encoder:
-        ENCODINGS[name] = fn
+        fn.Params = params_model  # type: ignore[attr-defined]
+        fn.produces = produces  # type: ignore[attr-defined]
         return fn
 
     return decorate
+
+
+def _as_encoding(name: str, obj: object) -> EncodingSpec:
+    if isinstance(obj, EncodingSpec):
+        return EncodingSpec(name, obj.encode, obj.params_model, obj.produces, obj.doc)
+    if not callable(obj):
+        raise PluginError(f"encoding {name!r} is {obj!r}, not a function encode(task, **params) -> Encoded")
+    params = getattr(obj, "Params", None)
+    if params is not None and not (isinstance(params, type) and issubclass(params, BaseModel)):
+        raise PluginError(f"encoding {name!r}: Params must be a pydantic model or None")
+    produces = getattr(obj, "produces", "vector")
+    if produces not in INPUT_KINDS:
+        raise PluginError(f"encoding {name!r}: produces must be one of {INPUT_KINDS}, got {produces!r}")
+    return EncodingSpec(name, obj, params, produces, (obj.__doc__ or "").strip())  # type: ignore[arg-type]
+
+
+ENCODINGS: Registry[EncodingSpec] = Registry("encoding", ENTRY_POINT_GROUP, _as_encoding)
+
+
+def register_encoding(
+    name: str, params_model: type[BaseModel] | None = None, produces: str = "vector"
+) -> Callable[[Encoder], Encoder]:
+    """Decorator registering `encoder(task, **params) -> Encoded` under `name`."""
+
+    def decorate(fn: Encoder) -> Encoder:
+        ENCODINGS.add(name, encoding(params_model, produces)(fn))
+        return fn
+
+    return decorate
+
+
+def get_encoding(name: str) -> EncodingSpec:
+    """The encoding registered as `name`."""
+    try:
+        return ENCODINGS.get(name)
+    except UnknownEncodingError:
+        raise
+    except UnknownNameError as exc:
+        raise UnknownEncodingError(str(exc)) from None
 
 
 @register_encoding("onehot")
@@ -53,9 +109,11 @@ def encode_onehot(task: TaskData) -> Encoded:
 
 
 def encode(name: str, task: TaskData, **params: Any) -> Encoded:
-    """Render a task with the named encoding."""
-    if name not in ENCODINGS:
-        close = difflib.get_close_matches(name, ENCODINGS, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownEncodingError(f"unknown encoding {name!r}{hint} known: {', '.join(sorted(ENCODINGS))}")
-    return ENCODINGS[name](task, **params)
+    """Render a task with the named encoding (its parameters validated by the encoding's model)."""
+    spec = get_encoding(name)
+    if spec.params_model is None and params:
+        raise ValueError(f"encoding {name!r} takes no parameters, got {sorted(params)}")
+    out = spec.encode(task, **params)
+    if not isinstance(out, Encoded):
+        raise PluginError(f"encoding {name!r} ({ENCODINGS.entry(name).source}) returned {type(out).__name__}, not Encoded")
+    return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -66,19 +67,47 @@ def _source_hash(paths: tuple[str, ...]) -> str:
     return digest.hexdigest()[:12]
 
 
-def code_version(adapter: str) -> str:
-    """Hash of compbench's result-producing code plus the adapter's own module (e.g. a plugin's)."""
+def package_files(obj: object) -> tuple[str, ...]:
+    """The source files of the whole package `obj` comes from ('' when it has none, e.g. defined by exec).
+
+    A plugin's adapter usually imports helpers from its own package: editing any of them must
+    invalidate its cells, so the whole top-level package is hashed, not only the class's module.
+    compbench's own objects are covered by _RESULT_CODE.
+    """
+    module = sys.modules.get(getattr(obj, "__module__", "") or "")
+    top = (module.__name__.split(".")[0] if module else "")
+    if top == "compbench":
+        return ()
+    package = sys.modules.get(top)
+    paths = list(getattr(package, "__path__", []) or [])
+    if paths:
+        return tuple(str(Path(p).resolve()) for p in paths)
+    try:
+        return (inspect.getsourcefile(obj) or "",)  # type: ignore[arg-type]
+    except (TypeError, OSError):  # defined in a notebook, by exec, ...: no file to hash
+        return ("",)
+
+
+@functools.lru_cache(maxsize=None)
+def code_version(adapter: str, family: str | None = None, encoding: str | None = None) -> str:
+    """Hash of compbench's result-producing code plus the packages the adapter, family and encoding come from."""
     from compbench.adapters import get_adapter
 
     root = Path(__file__).resolve().parent.parent
     cls = get_adapter(adapter)
-    try:
-        module_file = inspect.getsourcefile(cls) or ""
-    except (TypeError, OSError):  # defined in a notebook, by exec, ...: no file to hash
-        module_file = ""
-    if not module_file:
+    extra = package_files(cls)
+    if "" in extra:
         _warn_no_source(adapter, f"{cls.__module__}.{cls.__qualname__}")
-    return _source_hash(tuple(str(root / p) for p in _RESULT_CODE) + (module_file,))
+    if family is not None:
+        from compbench.tasks import FAMILIES
+
+        extra += package_files(FAMILIES.get(family).build)
+    if encoding is not None:
+        from compbench.encodings import get_encoding
+
+        extra += package_files(get_encoding(encoding).encode)
+    files = tuple(dict.fromkeys(p for p in extra if p))
+    return _source_hash(tuple(str(root / p) for p in _RESULT_CODE) + files)
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,7 +124,7 @@ def key_for(task: TaskEntry, model: ModelSpec, seed: int, device: str) -> str:
     return cell_key(
         {
             "version": __version__,
-            "code": code_version(model.adapter),
+            "code": code_version(model.adapter, task.family, task.encoding_name),
             "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
             "adapter": model.adapter,
             "params": model.params.model_dump(mode="json"),

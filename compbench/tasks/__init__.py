@@ -10,10 +10,23 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     transitive_ordering,
 )
 from compbench.tasks.base import SplitError, TaskData, TaskParamError, grid, validate_split
-from compbench.tasks.registry import FAMILIES, UnknownFamilyError, family_params_model, make_task
+from compbench.tasks.registry import (
+    FAMILIES,
+    FamilySpec,
+    TaskParams,
+    UnknownFamilyError,
+    family_params_model,
+    make_task,
+    register_family,
+    task_family,
+)
 
 __all__ = [
     "FAMILIES",
+    "FamilySpec",
+    "TaskParams",
+    "register_family",
+    "task_family",
     "SplitError",
     "TaskData",
     "TaskParamError",

@@ -67,7 +67,15 @@ class TaskData:
 
 
 def grid(n_values: tuple[int, ...] | list[int]) -> np.ndarray:
-    """All conjunctions in itertools.product order (last component fastest)."""
+    """All conjunctions in itertools.product order (last component fastest); sized before allocating."""
+    from compbench.limits import TooLargeError, limits
+
+    size = 1
+    for n in n_values:
+        size *= int(n)
+    if size > limits().cells_per_task:
+        shape = " × ".join(str(int(n)) for n in n_values)
+        raise TooLargeError(f"the task's grid has {shape} cells", size, limits().cells_per_task, "--max-cells")
     return np.array(list(itertools.product(*(range(n) for n in n_values))), dtype=np.int64).reshape(-1, len(n_values))
 
 

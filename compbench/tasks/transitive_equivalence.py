@@ -27,13 +27,13 @@ class TransitiveEquivalenceParams(TaskParams):
 @register_family("transitive_equivalence", TransitiveEquivalenceParams)
 def build_transitive_equivalence(p: TransitiveEquivalenceParams) -> TaskData:
     """Train every pair containing an anchor; kernels predict exactly 0 on the held-out pairs."""
+    n = sum(p.classes)
+    cells = grid((n, n))  # sized first: huge classes are refused before anything is allocated
     cls = np.repeat(np.arange(len(p.classes)), p.classes)
     starts = np.concatenate([[0], np.cumsum(p.classes)[:-1]])
     anchor = np.zeros(len(cls), dtype=bool)
     for s, t in zip(starts, p.train_items):
         anchor[s : s + t] = True
-    n = len(cls)
-    cells = grid((n, n))
     y = np.where(cls[cells[:, 0]] == cls[cells[:, 1]], 1.0, -1.0)
     train = anchor[cells[:, 0]] | anchor[cells[:, 1]]
     return TaskData("transitive_equivalence", cells, y, train, (n, n), "classification", p.model_dump(), ("item 1", "item 2"))

@@ -1,0 +1,172 @@
+"""The claim contract and its registry."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from compbench.registry import PluginError, Registry, UnknownNameError
+
+ENTRY_POINT_GROUP = "compbench.claims"
+Record = dict[str, Any]
+
+
+class ClaimParams(BaseModel):
+    """Base of every claim's parameters (given inline in the expectation; unknown keys are errors)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tolerance: float | None = Field(default=None, ge=0, description="how far from the ideal still passes (claim's default if unset)")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One checked claim for one subject (model or sweep) on one task (or task list)."""
+
+    expectation: str
+    claim: str
+    subject: str
+    task: str
+    measured: float
+    threshold: str
+    passed: bool
+    detail: str = ""
+
+    @property
+    def status(self) -> str:
+        """PASS or FAIL."""
+        return "PASS" if self.passed else "FAIL"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What one verdict is about: a model (or sweep group) on a task, with its records."""
+
+    name: str
+    task: str
+    records: list[Record]
+
+
+class Claim:
+    """Base of claims: `Params`, the task kinds and metrics it applies to, and `judge`.
+
+    A per-cell claim (`per_cell = True`) gets one `judge` call per (model or sweep, task); a
+    cross-cell claim overrides `judge_all`, which sees every matched record at once.
+    """
+
+    name: ClassVar[str] = ""
+    Params: ClassVar[type[ClaimParams]] = ClaimParams
+    kinds: ClassVar[tuple[str, ...]] = ("classification", "regression")
+    metrics: ClassVar[tuple[str, ...] | None] = None  # allowed values of a `metric` param (None: it takes none)
+    per_cell: ClassVar[bool] = True
+    default_tolerance: ClassVar[float] = 0.0
+    min_tasks: ClassVar[int] = 1
+    min_models: ClassVar[int] = 1
+
+    def tolerance(self, params: ClaimParams) -> float:
+        """The expectation's tolerance, or the claim's default."""
+        return params.tolerance if params.tolerance is not None else self.default_tolerance
+
+    def judge(self, params: Any, expectation: str, subject: Subject) -> Verdict:
+        """The verdict on one subject's records (per-cell claims)."""
+        raise NotImplementedError
+
+    def judge_all(self, params: Any, expectation: Any, records: list[Record], selects: Callable[[Record, str], bool]) -> list[Verdict]:
+        """Every verdict of a cross-cell claim; `selects(record, model_pattern)` matches models."""
+        raise NotImplementedError
+
+    def validate(self, params: Any, expectation: Any) -> list[tuple[str, str]]:
+        """Problems beyond the params model, as (field, message)."""
+        return []
+
+
+def _check_claim(name: str, obj: object) -> Claim:
+    if not (isinstance(obj, type) and issubclass(obj, Claim)):
+        raise PluginError(f"claim {name!r} is {obj!r}, not a subclass of compbench.claims.Claim")
+    if not (isinstance(obj.Params, type) and issubclass(obj.Params, ClaimParams)):
+        raise PluginError(f"claim {name!r}: Params must subclass compbench.claims.ClaimParams")
+    if obj.per_cell and obj.judge is Claim.judge:
+        raise PluginError(f"claim {name!r} is per-cell but does not implement judge(params, expectation, subject)")
+    if not obj.per_cell and obj.judge_all is Claim.judge_all:
+        raise PluginError(f"claim {name!r} is cross-cell but does not implement judge_all(...)")
+    bad = set(obj.kinds) - {"classification", "regression"}
+    if bad:
+        raise PluginError(f"claim {name!r}: kinds may name classification and regression, got {sorted(bad)}")
+    instance = obj()
+    type(instance).name = name
+    return instance
+
+
+CLAIMS: Registry[Claim] = Registry("claim", ENTRY_POINT_GROUP, _check_claim)
+
+
+def register_claim(name: str) -> Callable[[type[Claim]], type[Claim]]:
+    """Class decorator registering a claim under `name`."""
+
+    def decorate(cls: type[Claim]) -> type[Claim]:
+        CLAIMS.add(name, cls)
+        return cls
+
+    return decorate
+
+
+def get_claim(name: str) -> Claim:
+    """The claim registered as `name`."""
+    return CLAIMS.get(name)
+
+
+# Helpers shared by the claims.
+
+
+def finite(vals: Any) -> list[float]:
+    """The finite floats among `vals` (None and NaN dropped)."""
+    out = []
+    for v in vals:
+        if v is None:
+            continue
+        f = float(v)
+        if np.isfinite(f):
+            out.append(f)
+    return out
+
+
+def mean_of(records: list[Record], metric: str) -> float:
+    """Mean of a metric over records (NaN when none has it)."""
+    vals = finite(r.get(metric) for r in records)
+    return float(np.mean(vals)) if vals else float("nan")
+
+
+def by_member(records: list[Record]) -> dict[str, list[Record]]:
+    """Records per model id (sweep member)."""
+    out: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        out[r["model"]].append(r)
+    return dict(out)
+
+
+def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:
+    """Why these records cannot support a verdict (failed cells, none finished, a metric missing), or None."""
+    errors = [r for r in records if r["status"] == "error"]
+    ok = [r for r in records if r["status"] == "ok"]
+    if errors:
+        return f"{len(errors)} cell(s) failed: {errors[0].get('error', '')}"
+    if not ok:
+        return "no finished cells"
+    for metric in needs:
+        missing = [r for r in ok if r.get(metric) is None]
+        if missing:
+            why = " (the model has no kernel-theory prediction)" if metric.startswith("theory") else ""
+            return f"not applicable: {missing[0]['model']} does not produce {metric}{why}"
+        if any(not np.isfinite(float(r[metric])) for r in ok):
+            return f"{metric} is not finite for some seed"
+    return None
+
+
+def failed(name: str, claim: str, subject: Subject, why: str) -> Verdict:
+    """A failing verdict that says why no value could be measured."""
+    return Verdict(name, claim, subject.name, subject.task, float("nan"), "", False, why)

@@ -1,0 +1,241 @@
+"""The built-in claims (THEORY.md §6), each a registered `Claim` with its own params model."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from compbench.claims.base import (
+    Claim,
+    ClaimParams,
+    Record,
+    Subject,
+    Verdict,
+    by_member,
+    failed,
+    mean_of,
+    register_claim,
+    unusable,
+)
+from compbench.scoring.metric_facts import METRICS, theory_partner
+
+
+class MatchesKernelParams(ClaimParams):
+    """R²(model, theory) ≥ 1 − tolerance, and optionally max |model − theory| ≤ max_abs_diff."""
+
+    max_abs_diff: float | None = Field(default=None, ge=0, description="also require max |model − theory| ≤ this")
+
+
+@register_claim("matches_kernel")
+class MatchesKernel(Claim):
+    """The model's held-out predictions equal its own kernel-theory prediction (worst seed)."""
+
+    Params = MatchesKernelParams
+    default_tolerance = 0.05
+
+    def judge(self, params: MatchesKernelParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, ("theory_r2", "theory_max_abs_diff"))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r["status"] == "ok"]
+        tol = self.tolerance(params)
+        worst_r2 = min(float(r["theory_r2"]) for r in ok)
+        worst_diff = max(float(r["theory_max_abs_diff"]) for r in ok)
+        passed = worst_r2 >= 1 - tol
+        threshold = f"R² ≥ {1 - tol:g}"
+        if params.max_abs_diff is not None:
+            passed = passed and worst_diff <= params.max_abs_diff
+            threshold += f", max|Δ| ≤ {params.max_abs_diff:g}"
+        return Verdict(expectation, self.name, subject.name, subject.task, worst_r2, threshold, passed,
+                       f"worst R²(model, theory) {worst_r2:.6f}, max |model − theory| {worst_diff:.2e} over {_n(ok)}")
+
+
+@register_claim("additive")
+class Additive(Claim):
+    """Held-out conjunction-wise additivity R² ≥ 1 − tolerance (worst member, mean over seeds)."""
+
+    default_tolerance = 0.05
+
+    def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, ("additivity",))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r["status"] == "ok"]
+        tol = self.tolerance(params)
+        val = min(mean_of(rs, "additivity") for rs in by_member(ok).values())
+        return Verdict(expectation, self.name, subject.name, subject.task, val, f"≥ {1 - tol:g}", val >= 1 - tol,
+                       f"held-out additivity R² (worst of {_n(ok)})")
+
+
+@register_claim("at_chance")
+class AtChance(Claim):
+    """Held-out accuracy within `tolerance` of ½ (the member farthest from it, mean over seeds)."""
+
+    kinds = ("classification",)
+    default_tolerance = 0.15
+
+    def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, ("heldout_acc",))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r["status"] == "ok"]
+        tol = self.tolerance(params)
+        accs = [mean_of(rs, "heldout_acc") for rs in by_member(ok).values()]
+        val = max(accs, key=lambda a: abs(a - 0.5))
+        return Verdict(expectation, self.name, subject.name, subject.task, val, f"|acc − 0.5| ≤ {tol:g}", abs(val - 0.5) <= tol,
+                       f"held-out accuracy, mean over seeds; separation {mean_of(ok, 'separation'):+.3g}")
+
+
+@register_claim("beats_kernel")
+class BeatsKernel(Claim):
+    """Held-out score above the model's own kernel-theory score by ≥ tolerance (worst member)."""
+
+    default_tolerance = 0.2
+
+    def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
+        ok0 = [r for r in subject.records if r["status"] == "ok"]
+        metric = "heldout_acc" if ok0 and "heldout_acc" in ok0[0] else "heldout_r2"
+        partner = theory_partner(metric) or ""
+        why = unusable(subject.records, (metric, partner))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        tol = self.tolerance(params)
+        val = min(mean_of(rs, metric) - mean_of(rs, partner) for rs in by_member(ok0).values())
+        return Verdict(expectation, self.name, subject.name, subject.task, val, f"{metric} − {partner} ≥ {tol:g}", val >= tol,
+                       f"{metric} {mean_of(ok0, metric):.3f} vs its kernel theory {mean_of(ok0, partner):.3f}")
+
+
+class SlopeParams(ClaimParams):
+    """Slope ≤ 1 − tolerance with correlation ≥ min_corr."""
+
+    min_corr: float = Field(default=0.5, ge=-1, le=1, description="the predictions must still follow the truth")
+
+
+@register_claim("slope_below_one")
+class SlopeBelowOne(Claim):
+    """Memorization leak: held-out slope of prediction vs truth ≤ 1 − tolerance, correlation ≥ min_corr."""
+
+    Params = SlopeParams
+    kinds = ("regression",)
+    default_tolerance = 0.05
+
+    def judge(self, params: SlopeParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, ("slope", "corr"))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r["status"] == "ok"]
+        tol = self.tolerance(params)
+        members = by_member(ok).values()
+        slope = max(mean_of(rs, "slope") for rs in members)
+        corr = min(mean_of(rs, "corr") for rs in members)
+        return Verdict(expectation, self.name, subject.name, subject.task, slope, f"slope ≤ {1 - tol:g}, corr ≥ {params.min_corr:g}",
+                       slope <= 1 - tol and corr >= params.min_corr, f"held-out slope vs truth (corr {corr:.3f})")
+
+
+class BoundParams(ClaimParams):
+    """A metric's mean over seeds against a bound (worst member)."""
+
+    metric: str = Field(description="the metric compared with the bound")
+    bound: float = Field(description="the bound")
+
+
+class _Bound(Claim):
+    Params = BoundParams
+    metrics = tuple(METRICS)
+    sign = 1.0  # +1: must be ≥ bound; −1: must be ≤ bound
+
+    def judge(self, params: BoundParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, (params.metric,))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r["status"] == "ok"]
+        tol = self.tolerance(params)
+        means = [mean_of(rs, params.metric) for rs in by_member(ok).values()]
+        worst = min(means) if self.sign > 0 else max(means)
+        passed = worst >= params.bound - tol if self.sign > 0 else worst <= params.bound + tol
+        op = "≥" if self.sign > 0 else "≤"
+        return Verdict(expectation, self.name, subject.name, subject.task, worst, f"{params.metric} {op} {params.bound:g}"
+                       + (f" (± {tol:g})" if tol else ""), passed, f"{params.metric}, mean over seeds, worst of {_n(ok)}")
+
+
+@register_claim("above")
+class Above(_Bound):
+    """A metric (mean over seeds) at least `bound`, for every member."""
+
+
+@register_claim("below")
+class Below(_Bound):
+    """A metric (mean over seeds) at most `bound`, for every member."""
+
+    sign = -1.0
+
+
+class OrderedParams(ClaimParams):
+    """Decreasing order of a statistic of `metric` over the listed tasks (or models)."""
+
+    metric: str = Field(description="the metric whose statistic is ordered")
+    over: Literal["tasks", "models"] = "tasks"
+    statistic: Literal["mean", "count_perfect"] = "mean"
+
+
+@register_claim("ordered")
+class Ordered(Claim):
+    """A statistic of a metric decreases along the listed tasks (or models), each gap > tolerance."""
+
+    Params = OrderedParams
+    per_cell = False
+    metrics = ("heldout_acc", "heldout_r2", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc", "separation")
+
+    def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:
+        listed = expectation.tasks if params.over == "tasks" else expectation.models
+        if len(listed) < 2:
+            return [(params.over, "'ordered' needs at least 2 entries, in decreasing order")]
+        return []
+
+    def _statistic(self, params: OrderedParams, recs: list[Record]) -> float:
+        ok = [r for r in recs if r["status"] == "ok"]
+        per_member = [mean_of(rs, params.metric) for rs in by_member(ok).values()]
+        if params.statistic == "count_perfect":
+            return float(sum(v >= 1 - 1e-9 for v in per_member))
+        return float(np.mean(per_member)) if per_member else float("nan")
+
+    def judge_all(self, params: OrderedParams, expectation: Any, records: list[Record], selects: Callable[[Record, str], bool]) -> list[Verdict]:
+        tol = self.tolerance(params)
+        name = expectation.id
+        out = []
+        if params.over == "tasks":
+            subjects = sorted({r["group"] for r in records if any(selects(r, p) for p in expectation.models)})
+            for subject in subjects:
+                recs = [r for r in records if r["group"] == subject]
+                groups = [[r for r in recs if fnmatch.fnmatchcase(r["task"], p)] for p in expectation.tasks]
+                out.append(self._verdict(params, name, subject, " > ".join(expectation.tasks), groups, tol))
+        else:
+            tasks = sorted({r["task"] for r in records if any(fnmatch.fnmatchcase(r["task"], p) for p in expectation.tasks)})
+            for task in tasks:
+                recs = [r for r in records if r["task"] == task]
+                groups = [[r for r in recs if selects(r, p)] for p in expectation.models]
+                out.append(self._verdict(params, name, " > ".join(expectation.models), task, groups, tol))
+        return out
+
+    def _verdict(self, params: OrderedParams, name: str, subject: str, task: str, groups: list[list[Record]], tol: float) -> Verdict:
+        for recs in groups:
+            why = unusable(recs, (params.metric,))
+            if why:
+                return Verdict(name, self.name, subject, task, float("nan"), f"each gap > {tol:g}", False, why)
+        values = [self._statistic(params, recs) for recs in groups]
+        gaps = [a - b for a, b in zip(values, values[1:])]
+        gap = min(gaps) if gaps else float("nan")
+        fmt = "{:.0f}" if params.statistic == "count_perfect" else "{:.3f}"
+        shown = " > ".join(fmt.format(v) for v in values)
+        return Verdict(name, self.name, subject, task, gap, f"each gap > {tol:g}", bool(gap > tol),
+                       f"{params.statistic} of {params.metric}: {shown}")
+
+
+def _n(ok: list[Record]) -> str:
+    members = by_member(ok)
+    return f"{len(members)} model(s)" if len(members) > 1 else f"{len(ok)} seed(s)"
+

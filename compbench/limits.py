@@ -1,0 +1,44 @@
+"""Size limits on what a suite may ask for, checked before anything is allocated.
+
+The defaults fit this project's machines (2 cores, 24 GiB) with room to spare: the bundled suites
+use at most 72 cells per task, 6 seeds and a 2,500-member sweep. A user who means more raises a
+limit with the CLI (`--max-cells`, `--max-seeds`, `--max-models`) or `set_limits`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The sizes a suite may ask for."""
+
+    cells_per_task: int = 1_000_000  # conjunctions in one task's grid
+    seeds: int = 1000  # seeds per model
+    models: int = 100_000  # models after sweep expansion, in the whole suite
+    samples_per_task: int = 2_000_000  # encoded samples of one task (cells × samples per cell)
+
+
+_current = Limits()
+
+
+def limits() -> Limits:
+    """The limits in force."""
+    return _current
+
+
+def set_limits(**changes: int) -> Limits:
+    """Raise (or lower) limits for this process; returns the previous ones."""
+    global _current
+    previous = _current
+    _current = replace(_current, **changes)
+    return previous
+
+
+class TooLargeError(ValueError):
+    """A suite asks for more than a limit allows."""
+
+    def __init__(self, what: str, asked: int, limit: int, option: str) -> None:
+        self.asked, self.limit = asked, limit
+        super().__init__(f"{what}: {asked:,} asked for, the limit is {limit:,} (raise it with {option} if you mean it)")

@@ -1,0 +1,201 @@
+"""Report writers as a registered kind (`compbench.reporters` entry points); `--format` takes any name.
+
+A writer gets a `ReportContext` (the suite, its records and verdicts, the run summary, and the
+tables and plots computed once for every writer that wants them) and returns the files it wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from compbench.registry import PluginError, Registry
+
+ENTRY_POINT_GROUP = "compbench.reporters"
+DEFAULT_FORMATS = ("md", "csv", "html", "png", "predictions")
+
+
+@dataclass
+class ReportContext:
+    """What every writer may use; tables, plots and tasks are computed once, on first use."""
+
+    out_dir: Path
+    loaded: Any  # compbench.suite.LoadedSuite
+    records: list[dict[str, Any]]
+    verdicts: list[Any]  # compbench.claims.Verdict
+    summary: dict[str, Any]
+    formats: tuple[str, ...] = DEFAULT_FORMATS
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def task_ids(self) -> list[str]:
+        """The suite's task ids, in order."""
+        return [t.id for t in self.loaded.suite.tasks]
+
+    @cached_property
+    def expected(self) -> list[tuple[str, str, str]]:
+        """(model id, sweep group, task id) for every cell the suite asks for, in suite order."""
+        return [(m.id, m.group, t.id) for m in self.loaded.models for t in self.loaded.tasks_for(m)]
+
+    @cached_property
+    def tables(self) -> list[Any]:
+        """Every table of the report (compbench.report.tables.Table), in order."""
+        from compbench.report.tables import report_tables
+
+        return report_tables(self.task_ids, self.records, self.verdicts, self.summary, self.expected)
+
+    @cached_property
+    def plots(self) -> list[Any]:
+        """The report's plots (drawn once; written under plots/ only when `png` is among the formats)."""
+        from compbench.report.plots import write_plots
+
+        return write_plots(self.out_dir if "png" in self.formats else None, self.loaded, self.records)
+
+    @cached_property
+    def tasks(self) -> dict[str, Any]:
+        """Task id → its TaskData (cells, targets, split, labels)."""
+        from compbench.tasks import make_task
+
+        return {t.id: make_task(t.family, **t.params) for t in self.loaded.suite.tasks}
+
+
+class Reporter:
+    """Base of report writers: a `write(ctx)` returning the paths it wrote."""
+
+    name: ClassVar[str] = ""
+
+    def write(self, ctx: ReportContext) -> list[Path]:
+        """Write this format's files under ctx.out_dir."""
+        raise NotImplementedError
+
+
+def _check_reporter(name: str, obj: object) -> Reporter:
+    if not (isinstance(obj, type) and issubclass(obj, Reporter)):
+        raise PluginError(f"report writer {name!r} is {obj!r}, not a subclass of compbench.report.Reporter")
+    if obj.write is Reporter.write:
+        raise PluginError(f"report writer {name!r} does not implement write(ctx)")
+    instance = obj()
+    type(instance).name = name
+    return instance
+
+
+REPORTERS: Registry[Reporter] = Registry("report writer", ENTRY_POINT_GROUP, _check_reporter)
+
+
+def register_reporter(name: str) -> Callable[[type[Reporter]], type[Reporter]]:
+    """Class decorator registering a report writer under `name`."""
+
+    def decorate(cls: type[Reporter]) -> type[Reporter]:
+        REPORTERS.add(name, cls)
+        return cls
+
+    return decorate
+
+
+@register_reporter("png")
+class PlotsWriter(Reporter):
+    """plots/*.png and plots/*.svg (matplotlib)."""
+
+    def write(self, ctx: ReportContext) -> list[Path]:
+        return [ctx.out_dir / "plots" / f"{p.name}.png" for p in ctx.plots]  # each with its .svg beside it
+
+
+@register_reporter("md")
+class MarkdownWriter(Reporter):
+    """leaderboard.md: every table, and the plots when png is written too."""
+
+    def write(self, ctx: ReportContext) -> list[Path]:
+        from compbench.report.tables import markdown_report
+
+        shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
+        path = ctx.out_dir / "leaderboard.md"
+        path.write_text(markdown_report(ctx.loaded.name, ctx.tables, shown), encoding="utf-8")
+        return [path]
+
+
+@register_reporter("csv")
+class CsvWriter(Reporter):
+    """leaderboard.csv, theory.csv, records.csv, expectations.csv: typed rows for pandas."""
+
+    def write(self, ctx: ReportContext) -> list[Path]:
+        import pandas as pd
+
+        from compbench.claims import Verdict
+        from compbench.report.tables import leaderboard_frame, records_frame, theory_frame
+
+        csvs = {
+            "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected),
+            "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected),
+            "records.csv": records_frame(ctx.records),
+            "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
+                                             columns=[*Verdict.__dataclass_fields__, "verdict"]),
+        }
+        paths = []
+        for name, frame in csvs.items():
+            frame.to_csv(ctx.out_dir / name, index=False)
+            paths.append(ctx.out_dir / name)
+        return paths
+
+
+@register_reporter("html")
+class HtmlWriter(Reporter):
+    """leaderboard.html: one self-contained page (tables and plots inline)."""
+
+    def write(self, ctx: ReportContext) -> list[Path]:
+        from compbench.report.html import html_report
+
+        path = ctx.out_dir / "leaderboard.html"
+        path.write_text(html_report(ctx.loaded.name, ctx.tables, ctx.plots), encoding="utf-8")
+        return [path]
+
+
+PREDICTION_COLUMNS = ("task", "model", "seed", "split")
+
+
+@register_reporter("predictions")
+class PredictionsWriter(Reporter):
+    """predictions.csv: one row per (task, model, seed, cell) with the cell's labels, truth, prediction and theory."""
+
+    def write(self, ctx: ReportContext) -> list[Path]:
+        import pandas as pd
+
+        rows = []
+        components: dict[str, None] = {}
+        for r in ctx.records:
+            if r.get("status") != "ok" or r.get("predictions") is None or r["task"] not in ctx.tasks:
+                continue
+            data = ctx.tasks[r["task"]]
+            names = [_column(name) for name in _component_names(data)]
+            components.update(dict.fromkeys(names))
+            preds = r["predictions"]
+            theory = r.get("theory_predictions")
+            for i, cell in enumerate(data.cells):
+                row: dict[str, Any] = {"task": r["task"], "model": r["model"], "seed": r["seed"],
+                                       "split": "train" if data.train_mask[i] else "held_out"}
+                for c, name in enumerate(names):
+                    row[name] = _label(data, c, int(cell[c]))
+                row["y"] = float(data.y[i])
+                row["prediction"] = preds[i]
+                row["theory"] = theory[i] if theory is not None else None
+                rows.append(row)
+        columns = [*PREDICTION_COLUMNS, *components, "y", "prediction", "theory"]
+        path = ctx.out_dir / "predictions.csv"
+        pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
+        return [path]
+
+
+def _component_names(data: Any) -> list[str]:
+    return list(data.component_names) or [f"component {c + 1}" for c in range(data.n_components)]
+
+
+def _column(name: str) -> str:
+    # A component named like a fixed column must not overwrite it.
+    return f"component:{name}" if name in (*PREDICTION_COLUMNS, "y", "prediction", "theory") else name
+
+
+def _label(data: Any, c: int, v: int) -> str:
+    label = getattr(data, "label", None)
+    return label(c, v) if callable(label) else str(v)

@@ -1,0 +1,64 @@
+"""The one place for each metric's facts: label, direction, task kind, theory partner.
+
+Records, claims, reports and `check` read these instead of repeating the knowledge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricFact:
+    """What a metric is: how to label it, which way is better, which task kind has it, its theory twin."""
+
+    name: str
+    label: str
+    direction: str | None  # "higher", "lower", or None (neither is better)
+    kind: str  # "classification", "regression" or "any"
+    theory: str | None = None  # the same metric computed on the model's kernel-theory prediction
+    chance: float | None = None  # the value of a predictor that ignores the input
+    needs_theory: bool = False  # present only when the model has a theory prediction
+
+
+def _facts(*facts: MetricFact) -> dict[str, MetricFact]:
+    return {f.name: f for f in facts}
+
+
+METRICS: dict[str, MetricFact] = _facts(
+    MetricFact("heldout_acc", "held-out accuracy", "higher", "classification", "theory_acc", 0.5),
+    MetricFact("train_acc", "training accuracy", "higher", "classification"),
+    MetricFact("heldout_margin", "held-out margin y·f", "higher", "classification"),
+    MetricFact("separation", "held-out separation (mean f on + minus on −)", "higher", "classification"),
+    MetricFact("heldout_r2", "held-out R²", "higher", "regression", "theory_heldout_r2", 0.0),
+    MetricFact("heldout_mse", "held-out MSE", "lower", "regression"),
+    MetricFact("train_mse", "training MSE", "lower", "regression"),
+    MetricFact("slope", "held-out slope of prediction vs truth", None, "regression", "theory_slope"),
+    MetricFact("intercept", "held-out intercept", None, "regression"),
+    MetricFact("corr", "held-out correlation with the truth", "higher", "regression"),
+    MetricFact("additivity", "held-out conjunction-wise additivity R²", None, "any"),
+    MetricFact("theory_r2", "R²(model, its theory) on held-out cells", "higher", "any", needs_theory=True),
+    MetricFact("theory_max_abs_diff", "max |model − theory| on held-out cells", "lower", "any", needs_theory=True),
+    MetricFact("theory_acc", "held-out accuracy of the theory", "higher", "classification", needs_theory=True),
+    MetricFact("theory_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
+    MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True),
+)
+
+# The leaderboard's score per task kind.
+SCORE = {"classification": "heldout_acc", "regression": "heldout_r2"}
+
+
+def score_metric(kind: str) -> str:
+    """The held-out score of a task kind (accuracy for ±1 tasks, R² for regression)."""
+    return SCORE[kind]
+
+
+def theory_partner(metric: str) -> str | None:
+    """The theory's twin of a metric (heldout_acc → theory_acc), or None."""
+    fact = METRICS.get(metric)
+    return fact.theory if fact else None
+
+
+def metrics_for(kind: str) -> list[str]:
+    """Every metric a record of this task kind can carry."""
+    return [m for m, f in METRICS.items() if f.kind in (kind, "any")]

@@ -1,0 +1,22 @@
+"""Suites: schema (pydantic), reading files (source), sweep expansion (expand), validation and loading (load)."""
+
+from compbench.suite.expand import ModelSpec, matches, matches_model, member_labels, seed_list, set_path, sweep_values
+from compbench.suite.load import (
+    SUITES_DIR,
+    LoadedSuite,
+    add_adapter_models,
+    load_suite,
+    parse_model_args,
+    parse_suite,
+    resolve_suite_path,
+    seeds_override,
+)
+from compbench.suite.schema import Expectation, Geomspace, Linspace, ModelEntry, Profile, Suite, TaskEntry
+from compbench.suite.source import SuiteError, SuiteIssue
+
+__all__ = [
+    "SUITES_DIR", "Expectation", "Geomspace", "Linspace", "LoadedSuite", "ModelEntry", "ModelSpec", "Profile", "Suite",
+    "SuiteError", "SuiteIssue", "TaskEntry", "add_adapter_models", "load_suite", "matches", "matches_model",
+    "member_labels", "parse_model_args", "parse_suite", "resolve_suite_path", "seed_list", "seeds_override", "set_path",
+    "sweep_values",
+]

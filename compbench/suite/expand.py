@@ -1,0 +1,194 @@
+"""Sweep and seed expansion: a model entry becomes concrete models (`ModelSpec`), sized before expanding."""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import itertools
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from compbench.limits import TooLargeError, limits
+from compbench.suite.schema import Geomspace, Linspace, ModelEntry, SweepValues
+from compbench.suite.source import LineMap, SuiteIssue
+
+_SEGMENT = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One concrete model after sweep expansion."""
+
+    id: str
+    group: str
+    adapter: str
+    params: BaseModel
+    raw_params: dict[str, Any]
+    sweep_values: dict[str, Any]
+    task_patterns: tuple[str, ...]
+    seeds: tuple[int, ...]
+    skip_invalid: bool
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+
+def matches(name: str, patterns: Iterable[str], group: str | None = None) -> bool:
+    """Whether an id (or its sweep group) matches any fnmatch pattern."""
+    return any(
+        fnmatch.fnmatchcase(name, p) or (group is not None and fnmatch.fnmatchcase(group, p))
+        for p in patterns
+    )
+
+
+def matches_model(model: str, group: str, tags: Iterable[str], patterns: Iterable[str]) -> bool:
+    """Whether a model matches a pattern: `@tag` selects by tag, anything else globs the id or sweep group."""
+    tags = set(tags)
+    return any(p[1:] in tags if p.startswith("@") else matches(model, [p], group) for p in patterns)
+
+
+def axis_length(spec: SweepValues) -> int:
+    """How many values a sweep axis has, without expanding it."""
+    if isinstance(spec, Linspace):
+        return spec.linspace[2]
+    if isinstance(spec, Geomspace):
+        return spec.geomspace[2]
+    return len(spec)
+
+
+def sweep_values(spec: SweepValues) -> list[Any]:
+    """The concrete values of a sweep axis."""
+    if isinstance(spec, Linspace):
+        return [float(v) for v in np.linspace(*spec.linspace[:2], spec.linspace[2])]
+    if isinstance(spec, Geomspace):
+        return [float(v) for v in np.geomspace(*spec.geomspace[:2], spec.geomspace[2])]
+    return list(spec)
+
+
+def _identity(v: Any) -> Any:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return ("number", float(v))
+    return (type(v).__name__, repr(v))
+
+
+def _axis_problem(values: list[Any]) -> str | None:
+    bad = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
+    if bad:
+        return f"sweep values must be finite, got {bad[0]}"
+    seen: set[Any] = set()
+    for v in values:
+        key = _identity(v)
+        if key in seen:
+            return f"sweep value {v!r} is listed twice: two members would be one model"
+        seen.add(key)
+    return None
+
+
+def member_labels(values: list[Any]) -> list[str]:
+    """How each value of an axis reads in member ids: 4 significant digits, more where needed to tell them apart."""
+    if not all(isinstance(v, float) for v in values):
+        return [_plain(v) for v in values]
+    for digits in range(4, 18):
+        labels = [f"{v:.{digits}g}" for v in values]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [repr(v) for v in values]
+
+
+def _plain(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def set_path(params: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `params[a][b][0] = value` for 'a.b.0'; KeyError says what is wrong with the path."""
+    parts = dotted.split(".")
+    bad = [p for p in parts if not _SEGMENT.match(p)]
+    if bad:
+        raise KeyError(f"path segment {bad[0]!r} is neither a name (letters, digits, _) nor a list index")
+    target: Any = params
+    for i, part in enumerate(parts):
+        key: Any = int(part) if part.isdigit() else part
+        last = i == len(parts) - 1
+        if isinstance(target, list):
+            if not isinstance(key, int) or not 0 <= key < len(target):
+                raise KeyError(f"index {part!r} is not in the list at {'.'.join(parts[:i]) or 'params'}")
+        elif not isinstance(target, dict):
+            raise KeyError(f"{'.'.join(parts[:i])} is not a list or mapping")
+        if last:
+            target[key] = value
+        else:
+            if isinstance(target, dict) and key not in target:
+                target[key] = {}
+            target = target[key]
+
+
+def seed_list(seeds: int | list[int]) -> tuple[int, ...]:
+    """A seed count n → (0..n−1); a list as given."""
+    return tuple(range(seeds)) if isinstance(seeds, int) else tuple(seeds)
+
+
+def sweep_size(entry: ModelEntry) -> int:
+    """Members of a model entry's sweep (product of axis lengths), computed without expanding."""
+    size = 1
+    for spec in entry.sweep.values():
+        size *= axis_length(spec)
+    return size
+
+
+def expand_model(
+    i: int, entry: ModelEntry, suite_seeds: tuple[int, ...], lines: LineMap, issues: list[SuiteIssue]
+) -> list[ModelSpec]:
+    """The concrete models of one entry (one per sweep point); problems go to `issues`."""
+    from compbench.adapters import UnknownAdapterError, get_adapter
+    from compbench.suite.source import validation_issues
+
+    try:
+        adapter = get_adapter(entry.adapter)
+    except UnknownAdapterError as exc:
+        issues.append(lines.issue(("models", i, "adapter"), str(exc)))
+        return []
+    size = sweep_size(entry)
+    if size > limits().models:
+        issues.append(lines.issue(("models", i, "sweep"), str(TooLargeError("sweep members", size, limits().models, "--max-models"))))
+        return []
+    axes: dict[str, list[Any]] = {}
+    labels: dict[str, list[str]] = {}
+    for key, spec in entry.sweep.items():
+        vals = sweep_values(spec)
+        if not vals:
+            issues.append(lines.issue(("models", i, "sweep", key), "sweep axis has no values"))
+            return []
+        problem = _axis_problem(vals)
+        if problem:
+            issues.append(lines.issue(("models", i, "sweep", key), problem))
+            return []
+        axes[key], labels[key] = vals, member_labels(vals)
+    seeds = seed_list(entry.seeds) if entry.seeds is not None else suite_seeds
+    if adapter.deterministic:
+        seeds = seeds[:1]  # a deterministic model gives the same result for every seed
+    tags = frozenset(adapter.tags) | frozenset(entry.tags)
+    specs: list[ModelSpec] = []
+    index_lists = [range(len(v)) for v in axes.values()]
+    for combo in itertools.product(*index_lists) if axes else [()]:
+        raw = copy.deepcopy(entry.params)
+        values = {k: axes[k][j] for k, j in zip(axes, combo)}
+        for key, value in values.items():
+            try:
+                set_path(raw, key, value)
+            except KeyError as exc:
+                issues.append(lines.issue(("models", i, "sweep", key), f"cannot set sweep path: {exc.args[0]}"))
+                return []
+        try:
+            params = adapter.Params.model_validate(raw)
+        except ValidationError as exc:
+            issues.extend(validation_issues(exc, lines, ("models", i, "params")))
+            return []
+        shown = ",".join(f"{k}={labels[k][j]}" for k, j in zip(axes, combo))
+        member_id = entry.id if not values else f"{entry.id}[{shown}]"
+        specs.append(ModelSpec(member_id, entry.id, entry.adapter, params, raw, values, tuple(entry.tasks), seeds,
+                               entry.skip_invalid, tags))
+    return specs

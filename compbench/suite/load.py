@@ -1,0 +1,332 @@
+"""Loading a suite: parse, validate completely (tasks, encodings, adapters, sweeps, claims), expand."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from compbench.limits import TooLargeError, limits
+from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size
+from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
+from compbench.suite.source import LineMap, SuiteError, SuiteIssue, decode_suite, format_loc, parse_yaml, validation_issues
+
+SUITES_DIR = Path(__file__).resolve().parent.parent.parent / "suites"
+
+
+@dataclass
+class LoadedSuite:
+    """A validated suite: the schema object, its source, the expanded models, each task's kind."""
+
+    suite: Suite
+    path: Path | None
+    models: list[ModelSpec] = field(default_factory=list)
+    task_kinds: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The suite's name."""
+        return self.suite.name
+
+    def tasks_for(self, model: ModelSpec) -> list[TaskEntry]:
+        """The suite's tasks this model runs on."""
+        return [t for t in self.suite.tasks if matches(t.id, model.task_patterns)]
+
+    @property
+    def tags(self) -> dict[str, set[str]]:
+        """Model id → its tags (the adapter's and the suite's), for `@tag` patterns."""
+        return {m.id: set(m.tags) for m in self.models}
+
+
+def _check_tasks(suite: Suite, lines: LineMap, issues: list[SuiteIssue]) -> dict[str, tuple[str, str]]:
+    """Validate every task; returns task id → (kind, input kind its encoding produces)."""
+    from compbench.encodings import UnknownEncodingError, get_encoding
+    from compbench.tasks import TaskParamError, UnknownFamilyError, family_params_model, make_task
+
+    out: dict[str, tuple[str, str]] = {}
+    for i, task in enumerate(suite.tasks):
+        try:
+            model = family_params_model(task.family)
+        except UnknownFamilyError as exc:
+            issues.append(lines.issue(("tasks", i, "family"), str(exc)))
+            continue
+        try:
+            model.model_validate(task.params)
+        except ValidationError as exc:
+            issues.extend(validation_issues(exc, lines, ("tasks", i, "params")))
+            continue
+        data = None
+        try:
+            data = make_task(task.family, **task.params)
+        except TaskParamError as exc:
+            issues.append(lines.issue(("tasks", i, "params", *exc.loc), exc.message))
+        except TooLargeError as exc:
+            issues.append(lines.issue(("tasks", i, "params"), str(exc)))
+        except Exception as exc:  # noqa: BLE001 — a plugin family may raise anything; report it, never a traceback
+            issues.append(lines.issue(("tasks", i, "params"), f"invalid task: {type(exc).__name__}: {exc}"
+                                      if not isinstance(exc, (ValueError, TypeError)) else f"invalid task: {exc}"))
+        try:
+            enc = get_encoding(task.encoding_name)
+        except UnknownEncodingError as exc:
+            issues.append(lines.issue(("tasks", i, "encoding"), str(exc)))
+            continue
+        if enc.params_model is not None:
+            try:
+                params = enc.params_model.model_validate(task.encoding_params)
+            except ValidationError as exc:
+                issues.extend(validation_issues(exc, lines, ("tasks", i, "encoding")))
+                continue
+            per_cell = max(int(getattr(params, "samples_per_cell", 1) or 1), int(getattr(params, "eval_samples_per_cell", 0) or 0))
+            if data is not None and per_cell * len(data.cells) > limits().samples_per_task:
+                issues.append(lines.issue(("tasks", i, "encoding"), str(TooLargeError(
+                    f"{len(data.cells)} cells × {per_cell} samples per cell", per_cell * len(data.cells),
+                    limits().samples_per_task, "--max-cells"))))
+        elif task.encoding_params:
+            issues.append(lines.issue(("tasks", i, "encoding"), f"encoding {task.encoding_name!r} takes no parameters, got {sorted(task.encoding_params)}"))
+        if data is not None:
+            out[task.id] = (data.kind, enc.produces)
+    return out
+
+
+def _check_unique(kind: str, ids: list[str], lines: LineMap, issues: list[SuiteIssue]) -> None:
+    seen: set[str] = set()
+    for i, name in enumerate(ids):
+        if name in seen:
+            issues.append(lines.issue((kind, i, "id"), f"duplicate id {name!r}"))
+        seen.add(name)
+
+
+def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
+    """An adapter that cannot take a task's inputs (a convnet on one-hot vectors) is a validation error."""
+    from compbench.adapters import get_adapter
+
+    reported: set[tuple[str, str]] = set()
+    index = {e.id: i for i, e in enumerate(loaded.suite.models)}
+    for m in loaded.models:
+        accepts = get_adapter(m.adapter).inputs
+        for t in loaded.tasks_for(m):
+            produces = kinds.get(t.id, (None, None))[1]
+            if produces is not None and produces not in accepts and (m.group, t.id) not in reported:
+                reported.add((m.group, t.id))
+                issues.append(lines.issue(("models", index.get(m.group, 0), "adapter"),
+                                          f"adapter {m.adapter!r} takes {' or '.join(accepts)} inputs, but task {t.id!r} "
+                                          f"has {produces} inputs (encoding {t.encoding_name!r}); limit the model's `tasks:`"))
+
+
+def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
+    from compbench.claims import CLAIMS
+    from compbench.registry import UnknownNameError
+
+    task_ids = [t.id for t in loaded.suite.tasks]
+    for i, exp in enumerate(loaded.suite.expectations):
+        try:
+            claim = CLAIMS.get(exp.claim)
+        except UnknownNameError as exc:
+            issues.append(lines.issue(("expectations", i, "claim"), str(exc)))
+            continue
+        try:
+            params = claim.Params.model_validate(exp.claim_options())
+        except ValidationError as exc:
+            for issue in validation_issues(exc, lines, ("expectations", i)):
+                msg = issue.message
+                if msg.startswith("unknown field"):
+                    msg += f": claim {exp.claim!r} takes {', '.join(claim.Params.model_fields) or 'no parameters'}"
+                issues.append(SuiteIssue(issue.file, issue.line, issue.field, msg))
+            continue
+        exp._params = params
+        metric = getattr(params, "metric", None)
+        if metric is not None and claim.metrics is not None and metric not in claim.metrics:
+            issues.append(lines.issue(("expectations", i, "metric"),
+                                      f"claim {exp.claim!r} does not use metric {metric!r}; one of {', '.join(claim.metrics)}"))
+        for fld, msg in claim.validate(params, exp):
+            issues.append(lines.issue(("expectations", i, fld), msg))
+        for j, pat in enumerate(exp.models):
+            if not any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
+                what = f"tag {pat[1:]!r} is on no model" if pat.startswith("@") else f"pattern {pat!r} matches no model"
+                issues.append(lines.issue(("expectations", i, "models", j), what))
+        for j, pat in enumerate(exp.tasks):
+            hit = [t for t in task_ids if fnmatch.fnmatchcase(t, pat)]
+            if not hit:
+                issues.append(lines.issue(("expectations", i, "tasks", j), f"pattern {pat!r} matches no task"))
+            for t in hit:
+                kind = kinds.get(t, (None, None))[0]
+                if kind is not None and kind not in claim.kinds:
+                    issues.append(lines.issue(("expectations", i, "tasks", j),
+                                              f"claim {exp.claim!r} applies to {' and '.join(claim.kinds)} tasks; task {t!r} is {kind}"))
+                    break
+
+
+def resolve_suite_path(name_or_path: str | Path) -> Path:
+    """A suite name (looked up in suites/) or a path to a YAML file."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return p
+    return SUITES_DIR / f"{name_or_path}.yaml"
+
+
+def _apply_profile(data: dict[str, Any], name: str, lines: LineMap) -> None:
+    profiles = data.get("profiles") or {}
+    if name not in profiles:
+        known = ", ".join(sorted(profiles)) or "none"
+        raise SuiteError([lines.issue(("profiles",), f"no profile {name!r} in this suite (profiles: {known})")])
+    profile = Profile.model_validate(profiles[name])
+    if profile.seeds is not None:
+        data["seeds"] = profile.seeds
+    ids = [m.get("id") for m in data.get("models", []) if isinstance(m, dict)]
+    for model_id, overrides in profile.params.items():
+        if model_id not in ids:
+            raise SuiteError([lines.issue(("profiles", name, "params", model_id), f"profile names unknown model {model_id!r}")])
+        entry = data["models"][ids.index(model_id)]
+        entry["params"] = {**(entry.get("params") or {}), **overrides}
+
+
+def parse_suite(
+    text: str | bytes, file: str = "<string>", path: Path | None = None, profile: str | None = None
+) -> LoadedSuite:
+    """Validate suite YAML (text or raw bytes) completely (schema, tasks, adapters, sweeps, expectations)."""
+    if isinstance(text, bytes):
+        text = decode_suite(text, file)
+    data, lines = parse_yaml(text, file)
+    if not isinstance(data, dict):
+        raise SuiteError([SuiteIssue(file, 1, "", "a suite must be a YAML mapping (name:, tasks:, models:, ...)")])
+    try:
+        suite = Suite.model_validate(data)
+        if profile is not None:
+            _apply_profile(data, profile, lines)
+            suite = Suite.model_validate(data)
+    except ValidationError as exc:
+        raise SuiteError(validation_issues(exc, lines, ())) from None
+    issues: list[SuiteIssue] = []
+    _check_unique("tasks", [t.id for t in suite.tasks], lines, issues)
+    _check_unique("models", [m.id for m in suite.models], lines, issues)
+    total = sum(sweep_size(m) for m in suite.models)
+    if total > limits().models:
+        raise SuiteError([lines.issue(("models",), str(TooLargeError("models after sweep expansion", total, limits().models, "--max-models")))])
+    kinds = _check_tasks(suite, lines, issues)
+    loaded = LoadedSuite(suite, path, task_kinds={t: k for t, (k, _) in kinds.items()})
+    suite_seeds = seed_list(suite.seeds)
+    for i, entry in enumerate(suite.models):
+        loaded.models.extend(expand_model(i, entry, suite_seeds, lines, issues))
+        if not any(matches(t.id, entry.tasks) for t in suite.tasks):
+            issues.append(lines.issue(("models", i, "tasks"), f"patterns {entry.tasks} match no task of the suite"))
+    _check_member_ids(loaded, lines, issues)
+    if not issues:
+        _check_inputs(loaded, kinds, lines, issues)
+        _check_expectations(loaded, kinds, lines, issues)
+    if issues:
+        raise SuiteError(issues)
+    return loaded
+
+
+def _check_member_ids(loaded: LoadedSuite, lines: LineMap, issues: list[SuiteIssue]) -> None:
+    """Two concrete models may never share an id (their results would be averaged as one)."""
+    seen: dict[str, str] = {}
+    index = {e.id: i for i, e in enumerate(loaded.suite.models)}
+    for m in loaded.models:
+        if m.id in seen and seen[m.id] != m.group:
+            issues.append(lines.issue(("models", index[m.group], "id"), f"model id {m.id!r} is also a member of {seen[m.id]!r}"))
+        seen.setdefault(m.id, m.group)
+
+
+def load_suite(name_or_path: str | Path, profile: str | None = None) -> LoadedSuite:
+    """Load and fully validate a suite by name (suites/NAME.yaml) or path, optionally with a profile."""
+    path = resolve_suite_path(name_or_path)
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))) or "none"
+        what = "is a directory, not a suite file" if path.is_dir() else f"no such suite file (bundled suites: {known})"
+        raise SuiteError([SuiteIssue(str(path), None, "", what)])
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SuiteError([SuiteIssue(str(path), None, "", f"cannot read the file: {exc.strerror or exc}")]) from None
+    return parse_suite(data, str(path), path, profile)
+
+
+def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
+    """Replace every non-deterministic model's seeds by start..start+n-1 (CLI --seeds)."""
+    from compbench.adapters import get_adapter
+
+    if n < 1 or start < 0:
+        raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seeds", f"needs a count ≥ 1 and a start ≥ 0, got {n} from {start}")])
+    if n > limits().seeds:
+        raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seeds", str(TooLargeError("seeds", n, limits().seeds, "--max-seeds")))])
+    loaded.models = [
+        ModelSpec(
+            m.id, m.group, m.adapter, m.params, m.raw_params, m.sweep_values, m.task_patterns,
+            (start,) if get_adapter(m.adapter).deterministic else tuple(range(start, start + n)), m.skip_invalid, m.tags,
+        )
+        for m in loaded.models
+    ]
+
+
+def parse_model_args(text: str) -> dict[str, Any]:
+    """'width=64,lr=0.01,theory=none' → {'width': 64, 'lr': 0.01, 'theory': 'none'} (values read as YAML scalars)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--model-args takes key=value pairs separated by commas, got {part!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out
+
+
+def add_adapter_models(loaded: LoadedSuite, patterns: list[str], model_args: dict[str, Any] | None = None) -> list[str]:
+    """Add a model, on every task whose inputs it takes, for each pattern that is an adapter's name but no
+    model of the suite (`compbench run --suite S --model my-arch [--model-args k=v,...]`); returns the names added.
+
+    Raises SuiteError when such an adapter cannot be built from its defaults and the given args.
+    """
+    from compbench.adapters import ADAPTERS, UnknownAdapterError, get_adapter
+
+    added = []
+    where = str(loaded.path or loaded.name)
+    for name in patterns:
+        if any(matches(m.id, [name], m.group) for m in loaded.models):
+            continue
+        if name not in ADAPTERS.names() and not any(name.startswith(p) for p in ADAPTERS.prefixes):
+            continue
+        try:
+            adapter = get_adapter(name)
+        except UnknownAdapterError as exc:
+            raise SuiteError([SuiteIssue(where, None, "--model", str(exc))]) from None
+        try:
+            params = adapter.Params.model_validate(dict(model_args or {}))
+        except ValidationError as exc:
+            msgs = "; ".join(f"{format_loc(e['loc'])}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors())
+            raise SuiteError([SuiteIssue(
+                where, None, "--model-args" if model_args else "--model",
+                f"adapter {name!r}: {msgs}" if model_args else
+                f"adapter {name!r} has no usable defaults ({msgs}); give its parameters with --model-args k=v,k=v",
+            )]) from None
+        seeds = seed_list(loaded.suite.seeds)
+        tasks = tuple(t.id for t in loaded.suite.tasks if _produces(t) in adapter.inputs)
+        if not tasks:
+            raise SuiteError([SuiteIssue(where, None, "--model", f"adapter {name!r} takes {' or '.join(adapter.inputs)} "
+                                         f"inputs; no task of suite {loaded.name!r} has them")])
+        loaded.models.append(ModelSpec(name, name, name, params, dict(model_args or {}), {}, tasks,
+                                       seeds[:1] if adapter.deterministic else seeds, False, frozenset(adapter.tags)))
+        added.append(name)
+    return added
+
+
+def _produces(task: TaskEntry) -> str | None:
+    from compbench.encodings import get_encoding
+
+    try:
+        return get_encoding(task.encoding_name).produces
+    except ValueError:
+        return None
+
+
+__all__ = [
+    "Expectation", "LoadedSuite", "SUITES_DIR", "add_adapter_models", "load_suite", "parse_model_args", "parse_suite",
+    "resolve_suite_path", "seeds_override",
+]

@@ -1,0 +1,185 @@
+"""The suite schema (pydantic): tasks, models, sweeps, expectations, profiles."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+from compbench.limits import limits
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$"
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _finite(v: float, what: str) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"{what} must be a finite number, got {v}")
+    return v
+
+
+class Linspace(_Strict):
+    """`{linspace: [start, stop, num]}`: evenly spaced sweep values (numpy.linspace)."""
+
+    linspace: tuple[float, float, int]
+
+    @field_validator("linspace")
+    @classmethod
+    def _check(cls, v: tuple[float, float, int]) -> tuple[float, float, int]:
+        _finite(v[0], "linspace start")
+        _finite(v[1], "linspace stop")
+        if v[2] < 1:
+            raise ValueError(f"linspace needs a count ≥ 1, got {v[2]}")
+        return v
+
+
+class Geomspace(_Strict):
+    """`{geomspace: [start, stop, num]}`: log-spaced sweep values (numpy.geomspace)."""
+
+    geomspace: tuple[float, float, int]
+
+    @field_validator("geomspace")
+    @classmethod
+    def _check(cls, v: tuple[float, float, int]) -> tuple[float, float, int]:
+        a, b = _finite(v[0], "geomspace start"), _finite(v[1], "geomspace stop")
+        if a == 0 or b == 0 or (a < 0) != (b < 0):
+            raise ValueError(f"geomspace ends must be non-zero and of one sign, got {a:g} and {b:g}")
+        if v[2] < 1:
+            raise ValueError(f"geomspace needs a count ≥ 1, got {v[2]}")
+        return v
+
+
+SweepValues = list[Any] | Linspace | Geomspace
+
+
+def check_seeds(v: int | list[int] | None) -> int | list[int] | None:
+    """A seed count 1..limit, or a list of distinct non-negative seeds."""
+    if v is None:
+        return v
+    if isinstance(v, int):
+        if v < 1:
+            raise ValueError(f"seeds must be a count ≥ 1 or a list of seeds, got {v}")
+        if v > limits().seeds:
+            raise ValueError(f"seeds asks for {v:,} seeds; the limit is {limits().seeds:,} per model (raise it with --max-seeds)")
+        return v
+    if not v:
+        raise ValueError("a seed list must not be empty")
+    if any(s < 0 for s in v):
+        raise ValueError(f"seeds must be non-negative, got {[s for s in v if s < 0]}")
+    if len(set(v)) != len(v):
+        raise ValueError(f"seed list has repeats ({sorted({s for s in v if v.count(s) > 1})}): each seed would count twice")
+    if len(v) > limits().seeds:
+        raise ValueError(f"seeds lists {len(v):,} seeds; the limit is {limits().seeds:,} per model (raise it with --max-seeds)")
+    return v
+
+
+class TaskEntry(_Strict):
+    """One task of a suite: a family with its parameters and an input encoding."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    family: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    encoding: str | dict[str, Any] = Field(
+        default="onehot", description="an encoding name, or {name: ..., <encoding params>}"
+    )
+    description: str = ""
+
+    @property
+    def encoding_name(self) -> str:
+        """The encoding's registered name."""
+        return self.encoding if isinstance(self.encoding, str) else str(self.encoding.get("name", ""))
+
+    @property
+    def encoding_params(self) -> dict[str, Any]:
+        """The encoding's parameters (everything but its name)."""
+        return {} if isinstance(self.encoding, str) else {k: v for k, v in self.encoding.items() if k != "name"}
+
+
+class ModelEntry(_Strict):
+    """One model (or a sweep of models) of a suite: an adapter with parameters."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    adapter: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    sweep: dict[str, SweepValues] = Field(
+        default_factory=dict, description="grid over params: dotted path -> values (product)"
+    )
+    tasks: list[str] = Field(default_factory=lambda: ["*"], description="task id patterns to run on")
+    seeds: int | list[int] | None = None
+    tags: list[str] = Field(default_factory=list, description="labels expectations select models by (`models: ['@tag']`)")
+    skip_invalid: bool = Field(
+        default=False, description="drop sweep members whose model is invalid for a task (non-PSD kernel)"
+    )
+    description: str = ""
+
+    _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, v: list[str]) -> list[str]:
+        import re
+
+        bad = [t for t in v if not re.match(TAG_PATTERN, t)]
+        if bad:
+            raise ValueError(f"tags are names of letters, digits, '_', '.', '-': got {bad}")
+        return v
+
+
+class Expectation(BaseModel):
+    """A claim of the theory as data: which claim, on which models and tasks, with the claim's own params.
+
+    Everything but `id`, `claim`, `models`, `tasks` and `description` is a parameter of the claim,
+    validated by the claim's params model when the suite loads.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = None
+    claim: str
+    models: list[str] = Field(min_length=1, description="model id globs, sweep ids, or @tag")
+    tasks: list[str] = Field(min_length=1)
+    description: str = ""
+    _params: Any = PrivateAttr(default=None)
+
+    def claim_options(self) -> dict[str, Any]:
+        """The claim's parameters as written (everything not a common field)."""
+        return dict(self.model_extra or {})
+
+    def claim_params(self) -> Any:
+        """The claim's validated params (validated on first use when the suite loader has not)."""
+        if self._params is None:
+            from compbench.claims import get_claim
+
+            self._params = get_claim(self.claim).Params.model_validate(self.claim_options())
+        return self._params
+
+
+class Profile(_Strict):
+    """Named overrides (e.g. `full` for GPU runs): seeds and per-model params."""
+
+    description: str = ""
+    seeds: int | list[int] | None = None
+    params: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="model id -> params merged over that model's params"
+    )
+
+    _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))
+
+
+class Suite(_Strict):
+    """A benchmark suite: tasks × models × seeds, plus expectations."""
+
+    name: str = Field(pattern=ID_PATTERN)
+    description: str = ""
+    seeds: int | list[int] = 3
+    tasks: list[TaskEntry] = Field(min_length=1)
+    models: list[ModelEntry] = Field(min_length=1)
+    expectations: list[Expectation] = Field(default_factory=list)
+    profiles: dict[str, Profile] = Field(default_factory=dict)
+
+    _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))
