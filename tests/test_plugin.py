@@ -182,13 +182,20 @@ def test_plugin_claim_is_validated_and_suite_runs_under_pytest(site, tmp_path):
     assert "3 passed" in pytest_run.stdout
 
 
+def _body(module: str) -> str:
+    code = (FIXTURE / "compbench_plugin_example" / module).read_text()
+    return code.split('"""\n\n', 1)[1]  # without the module docstring
+
+
 def test_docs_show_the_fixture_verbatim():
-    """docs/adapters.md's complete example is the tested plugin, not a drifting copy."""
-    doc = (Path(__file__).parents[1] / "docs" / "adapters.md").read_text()
-    code = (FIXTURE / "compbench_plugin_example" / "__init__.py").read_text()
-    body = code.split('"""\n\n', 1)[1]  # without the module docstring
-    assert f"```python\n{body}```" in doc
-    assert f"```toml\n{(FIXTURE / 'pyproject.toml').read_text()}```" in doc
+    """docs/adapters.md's and docs/extending.md's complete examples are the tested plugin, not drifting copies."""
+    docs = Path(__file__).parents[1] / "docs"
+    adapters, extending = (docs / "adapters.md").read_text(), (docs / "extending.md").read_text()
+    toml = f"```toml\n{(FIXTURE / 'pyproject.toml').read_text()}```"
+    assert f"```python\n{_body('__init__.py')}```" in adapters and toml in adapters
+    assert toml in extending
+    for module in ("tasks.py", "encodings.py", "claims.py", "reporters.py"):
+        assert f"```python\n{_body(module)}```" in extending, module
 
 
 def test_broken_or_clashing_plugins_warn_and_the_rest_load(monkeypatch):
@@ -216,3 +223,14 @@ def test_broken_or_clashing_plugins_warn_and_the_rest_load(monkeypatch):
     assert "good" in names and "missing-module" not in names and "not-an-adapter" not in names
     assert fresh.get("kernel") is kernel_cls
     assert set(fresh.broken) == {"missing-module", "not-an-adapter", "kernel"}
+
+
+def test_readme_shows_every_kind_from_the_tested_plugin():
+    """README's extension examples are the plugin that test_plugin_is_listed_and_runs_a_suite installs and runs."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for module in ("tasks.py", "encodings.py", "claims.py", "reporters.py"):
+        assert f"```python\n{_body(module)}```" in readme, module
+    toml = (FIXTURE / "pyproject.toml").read_text()
+    for group in ("tasks", "encodings", "claims", "reporters"):
+        block = toml.split(f'[project.entry-points."compbench.{group}"]\n', 1)[1].split("\n\n", 1)[0]
+        assert f'[project.entry-points."compbench.{group}"]\n{block}\n' in readme, group
