@@ -35,6 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = run_suite(
             loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, progress=not args.quiet,
             executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
+            cell_timeout=args.cell_timeout,
         )
     except DeviceUnavailableError as exc:
         _err(str(exc))
@@ -174,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where cells run: this process, a local process pool (--workers), or Ray")
     run.add_argument("--workers", type=int, default=2, help="process-pool size (--executor process)")
     run.add_argument("--address", help="Ray cluster address (--executor ray; default: start a local instance)")
+    run.add_argument("--cell-timeout", type=float, metavar="SECONDS",
+                     help="kill a job running longer and record it as an error (--executor process or ray)")
     run.add_argument("--gpus-per-cell", type=float, default=0.25,
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
     run.add_argument("--quiet", action="store_true", help="no progress display")

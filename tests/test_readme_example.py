@@ -46,7 +46,7 @@ def test_readme_network_adapter_example_runs_through_a_suite(tmp_path, capsys):
     records = pd.read_csv(out / "records.csv")
     assert list(records.model) == ["pixel-mlp", "pixel-mlp"] and set(records.status) == {"ok"}
     assert (records.theory_kernel == "empirical_ntk_at_init").all() and records.theory_r2.notna().all()
-    assert (records.n_params == 128 * 256 + 256 + 256 + 1).all()  # 1×8×16 pixels → 256 → 1
+    assert (records["info.n_params"] == 128 * 256 + 256 + 256 + 1).all()  # 1×8×16 pixels → 256 → 1
 
 
 def test_an_adapter_without_source_file_warns_that_its_edits_are_not_tracked():

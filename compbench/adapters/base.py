@@ -37,6 +37,134 @@ class Fitted:
     theory_predictions: np.ndarray | None = None
 
 
+# What `compbench.theory.predict.theory_predictions` accepts from `Adapter.theory_options()`.
+THEORY_OBJECTIVES = ("min_norm", "ridge", "svm", "svr")
+THEORY_OPTION_KEYS = ("objective", "ridge", "C", "epsilon", "max_iter")
+
+
+@dataclass(frozen=True)
+class ContractBreak:
+    """One way an adapter's output breaks the adapter contract: a stable name and a message."""
+
+    name: str  # e.g. "predictions-length"; the conformance kit reports these
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _array_problems(value: Any, what: str, code: str, shape: tuple[int, ...]) -> list[ContractBreak]:
+    """Problems of one array output: real numeric dtype, the expected shape, finite values."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 — e.g. a CUDA tensor or a ragged list
+        return [ContractBreak(f"{code}-dtype", f"{what} is not an array ({type(value).__name__}: {exc})")]
+    if arr.dtype.kind not in "iuf":
+        return [ContractBreak(f"{code}-dtype", f"{what} must be a real float array, got dtype {arr.dtype}")]
+    if arr.ndim != len(shape):
+        return [ContractBreak(f"{code}-shape", f"{what} must have shape {shape}, got shape {arr.shape}")]
+    if arr.shape != shape:
+        name = f"{code}-length" if len(shape) == 1 else f"{code}-shape"
+        return [ContractBreak(name, f"{what} must have shape {shape}, got shape {arr.shape}")]
+    bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+    if bad:
+        unit = "samples" if len(shape) == 1 else "entries"
+        return [ContractBreak(f"{code}-finite", f"non-finite {what} for {bad} of {arr.size} {unit}")]
+    return []
+
+
+def plain_info(info: Any) -> dict[str, Any]:
+    """`Fitted.info` as plain JSON data (numpy scalars and arrays become Python values).
+
+    Raises ValueError naming the offending key for anything else (bytes, arbitrary objects,
+    non-str keys), so a record never holds what the store cannot write back.
+    """
+    if not isinstance(info, dict):
+        raise ValueError(f"info must be a dict, got {type(info).__name__}")
+
+    def plain(value: Any, where: str) -> Any:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (np.bool_, np.integer, np.floating)):
+            return value.item()
+        if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
+            return value.tolist()
+        if isinstance(value, (list, tuple)):
+            return [plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            for k in value:
+                if not isinstance(k, str):
+                    raise ValueError(f"info[{where!r}] has a key that is not a str: {k!r}")
+            return {k: plain(v, f"{where}.{k}") for k, v in value.items()}
+        raise ValueError(f"info[{where!r}] is not JSON data (a str, number, bool, None, list or dict): got {type(value).__name__}")
+
+    for key in info:
+        if not isinstance(key, str):
+            raise ValueError(f"info has a key that is not a str: {key!r}")
+    return {k: plain(v, k) for k, v in info.items()}
+
+
+def check_fitted(fitted: Any, n_train: int, n_eval: int) -> list[ContractBreak]:
+    """Every way one seed's `Fitted` breaks the contract for a task of n_train / n_eval samples."""
+    if not isinstance(fitted, Fitted):
+        return [ContractBreak("fitted-type", f"fit_seeds must return Fitted objects, got {type(fitted).__name__}")]
+    problems: list[ContractBreak] = []
+    if fitted.error is not None and not isinstance(fitted.error, str):
+        problems.append(ContractBreak("error-type", f"error must be a str or None, got {type(fitted.error).__name__}"))
+    try:
+        plain_info(fitted.info)
+    except ValueError as exc:
+        problems.append(ContractBreak("info-serialisable", str(exc)))
+    if fitted.error is not None:  # a failed seed's predictions may be anything (e.g. NaN after divergence)
+        return problems
+    problems += _array_problems(fitted.predictions, "predictions", "predictions", (n_eval,))
+    if (fitted.initial_train is None) != (fitted.initial_eval is None):
+        problems.append(ContractBreak("f0-pair", "initial_train and initial_eval (f0) must be given together"))
+    if fitted.initial_train is not None:
+        problems += _array_problems(fitted.initial_train, "initial_train (f0)", "f0", (n_train,))
+    if fitted.initial_eval is not None:
+        problems += _array_problems(fitted.initial_eval, "initial_eval (f0)", "f0", (n_eval,))
+    if fitted.kernels is not None:
+        problems += check_kernels(fitted.kernels, n_train, n_eval)
+    if fitted.theory_predictions is not None:
+        problems += _array_problems(fitted.theory_predictions, "theory_predictions", "theory", (n_eval,))
+    return problems
+
+
+def check_kernels(kernels: Any, n_train: int, n_eval: int) -> list[ContractBreak]:
+    """Problems of a (K_train,train, K_eval,train) pair: finite float arrays of the right shapes."""
+    if not isinstance(kernels, (tuple, list)) or len(kernels) != 2:
+        return [ContractBreak("kernel-shape", f"kernels must be a pair (K_train,train, K_eval,train), got {type(kernels).__name__}")]
+    return _array_problems(kernels[0], "K_train,train", "kernel", (n_train, n_train)) + _array_problems(
+        kernels[1], "K_eval,train", "kernel", (n_eval, n_train)
+    )
+
+
+def check_theory_options(options: Any) -> list[ContractBreak]:
+    """Problems of `theory_options()`: a dict with a known `objective` and only known keys."""
+    if not isinstance(options, dict):
+        return [ContractBreak("theory-options", f"theory_options() must return a dict, got {type(options).__name__}")]
+    problems = []
+    if "objective" not in options:
+        problems.append(ContractBreak("theory-options", f"theory_options() has no 'objective' (one of {', '.join(THEORY_OBJECTIVES)})"))
+    elif options["objective"] not in THEORY_OBJECTIVES:
+        problems.append(ContractBreak("theory-options", f"theory_options() objective {options['objective']!r} is not one of {', '.join(THEORY_OBJECTIVES)}"))
+    unknown = [k for k in options if k not in THEORY_OPTION_KEYS]
+    if unknown:
+        problems.append(ContractBreak("theory-options", f"theory_options() has unknown keys {', '.join(map(repr, unknown))} (known: {', '.join(THEORY_OPTION_KEYS)})"))
+    for key, low, strict in (("ridge", 0.0, False), ("C", 0.0, True), ("epsilon", 0.0, False)):
+        v = options.get(key)
+        if v is None:
+            continue
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v) and (v > low if strict else v >= low)
+        if not ok:
+            problems.append(ContractBreak("theory-options", f"theory_options() {key} must be a finite number {'>' if strict else '≥'} {low:g}, got {v!r}"))
+    it = options.get("max_iter")
+    if it is not None and (isinstance(it, bool) or not isinstance(it, (int, np.integer))):
+        problems.append(ContractBreak("theory-options", f"theory_options() max_iter must be an int (-1: no limit), got {it!r}"))
+    return problems
+
+
 class Adapter:
     """Trains a model family on a task; subclasses set `Params` and implement `fit_seeds`."""
 

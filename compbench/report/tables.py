@@ -399,11 +399,13 @@ def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[
 
 
 def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """Records as a flat table (prediction arrays dropped; sweep values as columns)."""
+    """Records as a flat table (prediction arrays dropped; sweep values and the adapter's info as columns)."""
     rows = []
     for r in records:
-        row = {k: v for k, v in r.items() if k not in ARRAY_FIELDS and k != "sweep"}
+        row = {k: v for k, v in r.items() if k not in ARRAY_FIELDS and k not in ("sweep", "info")}
         for k, v in (r.get("sweep") or {}).items():
             row[f"sweep.{k}"] = v
+        for k, v in (r.get("info") or {}).items():
+            row[f"info.{k}"] = v
         rows.append(row)
     return pd.DataFrame(rows)

@@ -10,7 +10,7 @@ from typing import Any
 
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
-from compbench.runner.executors import run_local, run_process_pool, run_ray
+from compbench.runner.executors import check_cell_timeout, run_local, run_process_pool, run_ray
 from compbench.runner.execute import run_job
 from compbench.runner.progress import Progress
 from compbench.store import ResultStore
@@ -103,7 +103,8 @@ class SuiteRunner:
 
 
 def _execute(
-    runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None, gpus_per_job: float
+    runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None, gpus_per_job: float,
+    cell_timeout: float | None = None,
 ) -> Iterator[tuple[int, list[dict[str, Any]], bool]]:
     if executor == "local":
         deferred = []
@@ -119,9 +120,9 @@ def _execute(
             yield i, recs, cached
         return
     if executor == "process":
-        source = run_process_pool(jobs, runner.device, workers)
+        source = run_process_pool(jobs, runner.device, workers, cell_timeout)
     else:
-        source = run_ray(jobs, runner.device, address, gpus_per_job)
+        source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout)
     for i, recs in source:
         runner.store_records(recs)
         yield i, recs, False
@@ -139,11 +140,13 @@ def run_suite(
     workers: int = 2,
     address: str | None = None,
     gpus_per_job: float = 0.25,
+    cell_timeout: float | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished."""
     start = time.perf_counter()
     if executor not in ("local", "process", "ray"):
         raise ValueError(f"executor must be local, process or ray, got {executor!r}")
+    check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
     if model_patterns:
         loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
     runner = SuiteRunner(loaded, out_dir, device, force)
@@ -160,7 +163,7 @@ def run_suite(
                     bar.advance([r["status"] for r in hit], cached=True)
                 else:
                     todo.append(i)
-            for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job):
+            for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job, cell_timeout):
                 results[todo[j]] = recs
                 if cached:
                     summary.n_cached += len(recs)
