@@ -44,7 +44,8 @@ def evaluate_expectations(
         for r in records:
             if any(selects(r, p) for p in exp.models) and any(fnmatch.fnmatchcase(r["task"], p) for p in exp.tasks):
                 groups[(r["group"], r["task"])].append(r)
-        if not groups and not partial:
+        tag_only = all(p.startswith("@") for p in exp.models)
+        if not groups and not partial and not tag_only:  # a tag claim on no model yet is for models users add
             verdicts.append(Verdict(name, exp.claim, ",".join(exp.models), ",".join(exp.tasks), float("nan"), "", False, "no records matched"))
         for (subject, task), recs in sorted(groups.items()):
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from compbench.limits import TooLargeError, limits
-from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size
+from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
 from compbench.suite.source import LineMap, SuiteError, SuiteIssue, decode_suite, format_loc, parse_yaml, validation_issues
 
@@ -103,17 +103,21 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
     """An adapter that cannot take a task's inputs (a convnet on one-hot vectors) is a validation error."""
     from compbench.adapters import get_adapter
 
-    reported: set[tuple[str, str]] = set()
     index = {e.id: i for i, e in enumerate(loaded.suite.models)}
+    wrong: dict[str, list[str]] = {}
     for m in loaded.models:
         accepts = get_adapter(m.adapter).inputs
         for t in loaded.tasks_for(m):
             produces = kinds.get(t.id, (None, None))[1]
-            if produces is not None and produces not in accepts and (m.group, t.id) not in reported:
-                reported.add((m.group, t.id))
-                issues.append(lines.issue(("models", index.get(m.group, 0), "adapter"),
-                                          f"adapter {m.adapter!r} takes {' or '.join(accepts)} inputs, but task {t.id!r} "
-                                          f"has {produces} inputs (encoding {t.encoding_name!r}); limit the model's `tasks:`"))
+            if produces is not None and produces not in accepts and t.id not in wrong.setdefault(m.group, []):
+                wrong[m.group].append(t.id)
+    for group, tasks in wrong.items():
+        if tasks:
+            entry = loaded.suite.models[index[group]]
+            accepts = get_adapter(entry.adapter).inputs
+            issues.append(lines.issue(("models", index[group], "adapter"),
+                                      f"adapter {entry.adapter!r} takes {' or '.join(accepts)} inputs, but task(s) "
+                                      f"{', '.join(repr(t) for t in tasks)} have other inputs (their encodings); limit the model's `tasks:`"))
 
 
 def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
@@ -144,9 +148,9 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
         for fld, msg in claim.validate(params, exp):
             issues.append(lines.issue(("expectations", i, fld), msg))
         for j, pat in enumerate(exp.models):
-            if not any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
-                what = f"tag {pat[1:]!r} is on no model" if pat.startswith("@") else f"pattern {pat!r} matches no model"
-                issues.append(lines.issue(("expectations", i, "models", j), what))
+            # A tag may be on no model yet: `@networks` claims are for whatever network a user adds (--model).
+            if not pat.startswith("@") and not any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
+                issues.append(lines.issue(("expectations", i, "models", j), f"pattern {pat!r} matches no model"))
         for j, pat in enumerate(exp.tasks):
             hit = [t for t in task_ids if fnmatch.fnmatchcase(t, pat)]
             if not hit:
@@ -202,9 +206,15 @@ def parse_suite(
     issues: list[SuiteIssue] = []
     _check_unique("tasks", [t.id for t in suite.tasks], lines, issues)
     _check_unique("models", [m.id for m in suite.models], lines, issues)
+    # Sized before anything is built: one sweep too large is named at its own line, then the total.
+    too_large = [lines.issue(("models", i, "sweep"), str(err)) for i, m in enumerate(suite.models)
+                 if (err := sweep_too_large(m)) is not None]
+    if too_large:
+        raise SuiteError(issues + too_large)
     total = sum(sweep_size(m) for m in suite.models)
     if total > limits().models:
-        raise SuiteError([lines.issue(("models",), str(TooLargeError("models after sweep expansion", total, limits().models, "--max-models")))])
+        raise SuiteError(issues + [lines.issue(("models",), str(TooLargeError(
+            f"models after sweep expansion ({len(suite.models)} entries)", total, limits().models, "--max-models")))])
     kinds = _check_tasks(suite, lines, issues)
     loaded = LoadedSuite(suite, path, task_kinds={t: k for t, (k, _) in kinds.items()})
     suite_seeds = seed_list(suite.seeds)

@@ -1,0 +1,109 @@
+"""`compbench list` / `show`, `--model NAME --model-args`, tags, and the validation of claims and inputs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from compbench.cli import main
+from compbench.suite import SuiteError, parse_suite
+
+TINY = """\
+name: tiny
+seeds: 2
+tasks:
+  - {id: te, family: transitive_equivalence}
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+models:
+  - {id: ntk, adapter: kernel, params: {kernel: relu_ntk}}
+expectations:
+  - {id: nets-at-chance, claim: at_chance, models: ["@networks"], tasks: [te], tolerance: 0.5}
+  - {id: nets-leak, claim: slope_below_one, models: ["@networks", ntk], tasks: [add]}
+"""
+
+
+def test_list_shows_every_kind_with_one_line_each(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for heading in ("suites:", "task families:", "encodings:", "adapters:", "claims:", "report formats:"):
+        assert f"\n{heading}\n" in f"\n{out}"
+    assert "  at_chance                Held-out accuracy within `tolerance` of ½" in out
+    assert "  timm:<name>" in out and "  table " in out and "  predictions " in out
+
+
+def test_show_prints_parameters_with_defaults(capsys):
+    assert main(["show", "mlp"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("mlp (adapter; from compbench.adapters.mlp.MLPAdapter")
+    assert "  width: int (default 1000)" in out and "tags: networks" in out
+    assert main(["show", "ordered"]) == 0
+    out = capsys.readouterr().out
+    assert "metric: str (required) — the metric whose statistic is ordered" in out and "kinds: classification, regression" in out
+    assert main(["show", "onehot"]) == 0
+    assert "(no parameters)" in capsys.readouterr().out
+    assert main(["show", "kernal"]) == 2
+    assert "nothing is registered as 'kernal'" in capsys.readouterr().err
+
+
+def test_added_model_with_args_is_judged_by_tag_claims(tmp_path, capsys):
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    out = tmp_path / "out"
+    code = main(["run", "--suite", str(tmp_path / "tiny.yaml"), "--out", str(out), "--quiet", "--format", "csv",
+                 "--model", "mlp", "--model-args", "width=32,lr=0.05,max_steps=200,center=true"])
+    printed = capsys.readouterr().out
+    assert "adding adapter 'mlp' with parameters width=32,lr=0.05,max_steps=200,center=true" in printed
+    records = pd.read_csv(out / "records.csv")
+    assert set(records.model) == {"mlp"} and sorted(set(records.seed)) == [0, 1]
+    # Both @networks claims judged the added MLP, and the run says how it did.
+    assert "mlp: " in printed and "of the suite's claims about it pass" in printed
+    lines = [line for line in printed.splitlines() if line.startswith("  PASS") or line.startswith("  FAIL")]
+    assert any("nets-at-chance [at_chance] on te" in line for line in lines)
+    assert any("nets-leak [slope_below_one] on add" in line for line in lines)
+    expectations = pd.read_csv(out / "expectations.csv")
+    assert set(expectations.subject) == {"mlp"}  # the suite's own model did not run: its verdicts are left out
+    assert code in (0, 1)
+
+
+def test_model_args_errors(tmp_path, capsys):
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    base = ["run", "--suite", str(tmp_path / "tiny.yaml"), "--out", str(tmp_path / "o"), "--quiet"]
+    assert main([*base, "--model", "mlp", "--model-args", "widht=3"]) == 2
+    assert "adapter 'mlp': widht: Extra inputs are not permitted" in capsys.readouterr().err
+    assert main([*base, "--model-args", "width=3"]) == 2
+    assert "give --model too" in capsys.readouterr().err
+    assert main([*base, "--model", "mlp", "--model-args", "width"]) == 2
+    assert "key=value pairs" in capsys.readouterr().err
+
+
+def suite_error(text: str) -> str:
+    with pytest.raises(SuiteError) as err:
+        parse_suite(text, "s.yaml")
+    return str(err.value)
+
+
+def test_claims_are_validated_against_task_kinds_metrics_and_params():
+    msg = suite_error(TINY.replace("tasks: [te], tolerance: 0.5", "tasks: [add], tolerance: 0.5"))
+    assert "s.yaml:9: expectations[0].tasks[0]: claim 'at_chance' applies to classification tasks; task 'add' is regression" in msg
+    msg = suite_error(TINY.replace("tolerance: 0.5}", "tolerance: 0.5, metric: heldout_acc}"))
+    assert "s.yaml:9: expectations[0].metric: unknown field 'metric': claim 'at_chance' takes tolerance" in msg
+    msg = suite_error(TINY.replace("claim: at_chance", "claim: at_chanse"))
+    assert "s.yaml:9: expectations[0].claim: unknown claim 'at_chanse'; did you mean 'at_chance'?" in msg
+    msg = suite_error(TINY + "  - {claim: ordered, models: [ntk], tasks: [te, add], metric: heldout_mse2}\n")
+    assert "s.yaml:11: expectations[2].metric: claim 'ordered' does not use metric 'heldout_mse2'" in msg
+    msg = suite_error(TINY + "  - {claim: ordered, models: [ntk], tasks: [te], metric: heldout_acc}\n")
+    assert "expectations[2].tasks: 'ordered' needs at least 2 entries" in msg
+    msg = suite_error(TINY.replace('"@networks", ntk', '"@networks", ntk2'))
+    assert "s.yaml:10: expectations[1].models[1]: pattern 'ntk2' matches no model" in msg
+
+
+def test_an_adapter_that_cannot_take_the_inputs_is_a_validation_error():
+    msg = suite_error(TINY.replace("  - {id: ntk, adapter: kernel, params: {kernel: relu_ntk}}",
+                                   "  - {id: ntk, adapter: kernel, params: {kernel: relu_ntk}}\n  - {id: cnn, adapter: convnet}"))
+    assert ("s.yaml:8: models[1].adapter: adapter 'convnet' takes image inputs, but task(s) 'te', 'add' have other inputs"
+            in msg)
+
+
+def test_suite_tags_select_models():
+    loaded = parse_suite(TINY.replace("params: {kernel: relu_ntk}}", "params: {kernel: relu_ntk}, tags: [reference]}")
+                         .replace('"@networks", ntk', '"@reference"'), "s.yaml")
+    assert loaded.tags == {"ntk": {"kernels", "reference"}}
