@@ -6,7 +6,7 @@ every break of compbench's contract, as scikit-learn's `check_estimator` does fo
     def test_my_adapter_conforms():
         check_adapter(MyAdapter, {"width": 16}).raise_if_failed()
 
-Claims are not covered yet (they are becoming a registered kind of their own).
+`check_task_family` and `check_claim` do the same for a task family and a claim.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from compbench.adapters.base import (
     check_theory_options,
 )
 
-__all__ = ["ConformanceError", "ConformanceReport", "check_adapter", "check_task_family"]
+__all__ = ["ConformanceError", "ConformanceReport", "check_adapter", "check_claim", "check_task_family"]
 
 SEEDS = [0, 1]
 # Tiny one-hot tasks: a regression (min-norm / ridge theory) and a ±1 classification (SVM theory).
@@ -248,4 +248,70 @@ def check_task_family(name_or_builder: str | Callable[..., Any], params: dict[st
     )
     if not same:
         report.add("build", "deterministic", "building the task twice with the same params gave different cells, targets or split")
+    return report
+
+
+def _claim_records(kind: str, status: str, seeds: int = 3) -> list[dict[str, Any]]:
+    """Synthetic records of one model on one task: every metric of the task kind set to a typical value."""
+    from compbench.scoring.metric_facts import metrics_for
+
+    out = []
+    for seed in range(seeds):
+        rec: dict[str, Any] = {"model": "m", "group": "m", "task": "t", "seed": seed, "status": status, "key": f"k{seed}"}
+        if status == "ok":
+            rec.update({m: 0.5 for m in metrics_for(kind)})
+        else:
+            rec["error"] = "training diverged (synthetic)"
+        out.append(rec)
+    return out
+
+
+def check_claim(claim: Any, params: dict[str, Any] | None = None) -> ConformanceReport:
+    """Judge synthetic records with a claim (a `Claim` subclass, or a registered name) and name its contract breaks.
+
+    Breaks: `params-defaults` (no params given and `Params()` does not validate), `registers` (the
+    registry refuses the class), `judge-raises`, `verdict-type` (not a Verdict, or mistyped fields),
+    `passes-on-errors` (passes when every cell failed), `passes-on-nothing` (passes with no records).
+    """
+    from compbench.claims import CLAIMS, Claim, Verdict
+    from compbench.claims.base import Subject
+    from compbench.registry import PluginError
+    from compbench.suite.schema import Expectation
+
+    name = claim if isinstance(claim, str) else getattr(claim, "__name__", repr(claim))
+    report = ConformanceReport(f"claim {name!r}")
+    try:
+        instance: Claim = CLAIMS.get(claim) if isinstance(claim, str) else CLAIMS._check("conformance-check", claim)  # type: ignore[misc]
+    except (PluginError, ValueError) as exc:
+        report.add("registration", "registers", str(exc))
+        return report
+    try:
+        validated = instance.Params.model_validate(params or {})
+    except Exception as exc:  # noqa: BLE001
+        report.add("params", "params-defaults", f"{type(exc).__name__}: {exc}" + ("" if params else " (pass params=...)"))
+        return report
+    exp = Expectation(id="conformance", claim=instance.name or name, models=["m"], tasks=["t"], **(params or {}))
+    exp._params = validated
+
+    def judge(records: list[dict[str, Any]]) -> list[Any]:
+        if instance.per_cell:
+            return [instance.judge(validated, "conformance", Subject("m", "t", records))]
+        return instance.judge_all(validated, exp, records, lambda r, p: r["model"] == p)
+
+    for kind in instance.kinds:
+        for where, records, must_fail in (
+            (f"{kind}: ok records", _claim_records(kind, "ok"), None),
+            (f"{kind}: every cell failed", _claim_records(kind, "error"), "passes-on-errors"),
+            (f"{kind}: no records", [], "passes-on-nothing"),
+        ):
+            try:
+                verdicts = judge(records)
+            except Exception as exc:  # noqa: BLE001
+                report.add(where, "judge-raises", f"{type(exc).__name__}: {exc}")
+                continue
+            for v in verdicts:
+                if not isinstance(v, Verdict) or not isinstance(v.passed, bool) or not isinstance(v.measured, (int, float)):
+                    report.add(where, "verdict-type", f"judge returned {v!r}: expected a Verdict with a float `measured` and a bool `passed`")
+                elif must_fail and v.passed:
+                    report.add(where, must_fail, f"the claim passed ({v.detail}) although {where.split(': ', 1)[1]}")
     return report
