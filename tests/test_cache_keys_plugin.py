@@ -1,0 +1,76 @@
+"""Cache keys follow a plugin's whole package: editing a helper module it imports recomputes its cells."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from compbench.store import ResultStore
+
+ADAPTER = '''
+import numpy as np
+from compbench.adapters import Adapter, AdapterParams, Fitted
+from edplug.helper import offset
+
+
+class Constant(Adapter):
+    """Predicts the training mean plus the helper's offset."""
+
+    Params = AdapterParams
+    deterministic = True
+
+    def fit_seeds(self, train, evaluate, seeds):
+        return [Fitted(np.full(len(evaluate), float(np.mean(train.y)) + offset())) for _ in seeds]
+'''
+
+SUITE = """\
+name: edits
+tasks:
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+  - {id: te, family: transitive_equivalence}
+models:
+  - {id: const, adapter: constant}
+"""
+
+
+def make_plugin(root: Path, offset: float) -> None:
+    """A plugin package with a helper module, registered through a hand-written dist-info (no pip needed)."""
+    pkg = root / "edplug"
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text(ADAPTER)
+    (pkg / "helper.py").write_text(f"def offset():\n    return {offset!r}\n")
+    info = root / "edplug-0.1.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: edplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[compbench.adapters]\nconstant = edplug:Constant\n")
+
+
+def run(root: Path, out: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    return subprocess.run([sys.executable, "-m", "compbench.cli", "run", "--suite", str(root / "s.yaml"), "--out", str(out),
+                           "--quiet", "--format", "csv"], capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_editing_a_plugin_helper_module_recomputes_its_cells(tmp_path):
+    make_plugin(tmp_path, 0.0)
+    (tmp_path / "s.yaml").write_text(SUITE)
+    out = tmp_path / "out"
+    first = run(tmp_path, out)
+    assert first.returncode in (0, 1), first.stderr
+    assert "2 cells run, 0 reused" in first.stdout
+    again = run(tmp_path, out)
+    assert "0 cells run, 2 reused" in again.stdout, again.stdout + again.stderr
+
+    (tmp_path / "edplug" / "helper.py").write_text("def offset():\n    return 1.0\n")  # the helper only
+    edited = run(tmp_path, out)
+    assert "2 cells run, 0 reused" in edited.stdout, edited.stdout + edited.stderr
+    latest = {}
+    for rec in ResultStore(out / "store"):
+        latest.setdefault(rec["task"], []).append(rec)
+    for task, recs in latest.items():
+        old, new = np.asarray(recs[0]["predictions"]), np.asarray(recs[-1]["predictions"])
+        assert recs[0]["key"] != recs[-1]["key"] and np.allclose(new - old, 1.0), task
