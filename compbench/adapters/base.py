@@ -171,6 +171,10 @@ class Adapter:
     name: ClassVar[str] = ""
     Params: ClassVar[type[AdapterParams]] = AdapterParams
     deterministic: ClassVar[bool] = False
+    # What the adapter can train on: "vector" (flat features, e.g. one-hot), "image" (channels, H, W).
+    inputs: ClassVar[tuple[str, ...]] = ("vector", "image")
+    # Labels an expectation can select models by (`models: ["@networks"]`), with the suite's own tags.
+    tags: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, params: AdapterParams, device: str = "cpu") -> None:
         self.params = params
