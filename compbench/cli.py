@@ -80,11 +80,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_FAILED if n_fail else EXIT_OK
 
 
-def _run_for_check(args: argparse.Namespace):  # -> (LoadedSuite, RunSummary) | int
+def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary) | int
+    """Load the suite, refuse bad input before anything trains, then run (or read cached) cells."""
     from compbench.runner.run import run_suite
     from compbench.suite import load_suite, seeds_override
 
+    if args.seeds is not None and args.seeds < 1:
+        _err(f"--seeds must be ≥ 1, got {args.seeds}: a baseline or check over no seeds measures nothing")
+        return EXIT_USAGE
     loaded = load_suite(args.suite, profile=args.profile)
+    if baseline_suite is not None and baseline_suite != loaded.name:
+        _err(f"baseline {args.baseline} is for suite {baseline_suite!r}, but --suite {args.suite} is suite "
+             f"{loaded.name!r}; nothing was run (record a baseline for {loaded.name!r} with `compbench baseline record`)")
+        return EXIT_USAGE
     if args.seeds is not None:
         seeds_override(loaded, args.seeds, args.seed_start)
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
@@ -93,45 +101,95 @@ def _run_for_check(args: argparse.Namespace):  # -> (LoadedSuite, RunSummary) | 
     return loaded, summary
 
 
+def _unrecordable(base) -> int | None:  # base: Baseline
+    """EXIT_FAILED (after naming them) when a baseline would be hollow or record failed cells, else None."""
+    if not base.cells:
+        _err(f"no ok cells: refusing to write a baseline of suite {base.suite!r} that checks nothing")
+        return EXIT_FAILED
+    problems = base.problems()
+    if problems:
+        shown = problems[:20] + ([f"... and {len(problems) - 20} more"] if len(problems) > 20 else [])
+        _err(f"refusing to record a baseline with {len(problems)} failed cell(s) (fix them or drop their models):\n  "
+             + "\n  ".join(shown))
+        return EXIT_FAILED
+    return None
+
+
 def cmd_baseline_record(args: argparse.Namespace) -> int:
     """Run (or read cached) cells and write their score distributions as a baseline."""
     from compbench.check import baseline_from_records
 
-    loaded, summary = _run_for_check(args)
+    result = _run_for_check(args)
+    if isinstance(result, int):
+        return result
+    loaded, summary = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
     base = baseline_from_records(loaded.name, summary.records, summary.device)
+    refused = _unrecordable(base)
+    if refused is not None:
+        return refused
     base.write(Path(args.out))
     print(f"wrote baseline {args.out}: {len(base.cells)} cells")
     return EXIT_OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Compare a run with a baseline; exit 1 when a cell regressed beyond seed noise."""
+    """Compare a run with a baseline; exit 1 when a cell regressed, failed, lost seeds, or is missing or new."""
     from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
 
-    baseline = Baseline.read(Path(args.baseline))
-    loaded, summary = _run_for_check(args)
+    baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
+    result = _run_for_check(args, baseline.suite)
+    if isinstance(result, int):
+        return result
+    loaded, summary = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    if baseline.suite != loaded.name:
-        _err(f"baseline {args.baseline} is for suite {baseline.suite!r}, not {loaded.name!r}")
-        return EXIT_USAGE
-    rows = compare(baseline, cell_summaries(summary.records), k=args.k)
+    rows = compare(baseline, cell_summaries(summary.records), k=args.k, allow_new=args.allow_new)
     if args.verbose or any(r.verdict != "ok" for r in rows):
         print(format_rows(rows, only_notable=not args.verbose))
     failed = [r for r in rows if r.failed]
+    for r in failed:
+        print(f"  {r.line()}")
+    code = EXIT_FAILED if failed else EXIT_OK
+    if args.update:
+        new = baseline_from_records(loaded.name, summary.records, summary.device)
+        refused = _unrecordable(new)
+        if refused is None:
+            new.write(Path(args.baseline))
+            print(f"updated {args.baseline}: {len(new.cells)} cells")
+        code = refused or EXIT_OK
+    count = {v: sum(r.verdict == v for r in rows) for v in ("REGRESSED", "missing", "new", "error", "non-finite", "fewer-seeds")}
     n_cells = len({r.cell for r in rows})
     print(f"check {loaded.name} against {args.baseline}: {n_cells} cells, {len(rows)} comparisons, "
-          f"{sum(r.verdict == 'REGRESSED' for r in rows)} regressed, {sum(r.verdict == 'missing' for r in rows)} missing, "
-          f"{sum(r.verdict == 'new' for r in rows)} new, {sum(r.verdict == 'error' for r in rows)} with errors")
-    for r in failed:
-        print(f"  {r.verdict}: {r.cell} {r.metric}: baseline {r.baseline}, now {r.now}, delta {r.delta:+.4f} (tolerance {r.tolerance:.4f})")
-    if args.update:
-        baseline_from_records(loaded.name, summary.records, summary.device).write(Path(args.baseline))
-        print(f"updated {args.baseline}")
-        return EXIT_OK
-    return EXIT_FAILED if failed else EXIT_OK
+          f"{count['REGRESSED']} regressed, {count['missing']} missing, {count['new']} new"
+          f"{' (allowed)' if args.allow_new and count['new'] else ''}, {count['error']} with errors, "
+          f"{count['non-finite']} non-finite, {count['fewer-seeds']} with fewer seeds: "
+          f"{'FAILED' if failed else 'passed'}{' (baseline updated)' if args.update and code == EXIT_OK else ''}")
+    return code
+
+
+def _kinds():  # -> list[(title, Registry)]
+    from compbench.adapters import ADAPTERS
+    from compbench.claims import CLAIMS
+    from compbench.encodings import ENCODINGS
+    from compbench.report.writers import REPORTERS
+    from compbench.tasks import FAMILIES
+
+    return [("task families", FAMILIES), ("encodings", ENCODINGS), ("adapters", ADAPTERS), ("claims", CLAIMS),
+            ("report formats", REPORTERS)]
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n")[0].strip()
+
+
+def _doc_of(obj: object) -> str:
+    for attr in ("doc", "__doc__"):
+        text = getattr(obj, attr, None)
+        if isinstance(text, str) and text.strip():
+            return text
+    return getattr(type(obj), "__doc__", "") or ""
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -208,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--k", type=float, help="tolerance in combined standard errors (default per metric: 2.5)")
     chk.add_argument("--update", action="store_true", help="write the current scores as the new baseline")
     chk.add_argument("--verbose", action="store_true", help="show every comparison, not only the notable ones")
+    chk.add_argument("--allow-new", action="store_true",
+                     help="accept cells the baseline does not have (by default a new cell fails the check)")
     chk.set_defaults(func=cmd_check)
     lst = sub.add_parser("list", help="bundled suites, task families and adapters")
     lst.set_defaults(func=cmd_list)

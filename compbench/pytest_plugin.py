@@ -26,6 +26,8 @@ class CompbenchFailure(Exception):
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("compbench")
     group.addoption("--compbench-baseline", default=None, help="fail cells that regress against this baseline JSON")
+    group.addoption("--compbench-allow-new", action="store_true", default=False,
+                    help="with --compbench-baseline: accept cells the baseline does not have (by default they fail)")
     group.addoption("--compbench-results", default=None, help="results directory holding the cache (default results/<suite>)")
     group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.addini("compbench_suites", type="args", default=[], help="glob patterns of suite YAML files to collect")
@@ -45,6 +47,7 @@ class SuiteFile(pytest.File):
     """A suite YAML file: one item per (model, task) cell and one per cross-cell expectation."""
 
     _runner: Any = None
+    baseline: Any = None  # the --compbench-baseline file, read and checked against this suite at collection
 
     def runner(self) -> Any:
         """The suite's runner (built once per process, i.e. per xdist worker)."""
@@ -65,6 +68,19 @@ class SuiteFile(pytest.File):
             self.loaded = load_suite(self.path)
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
+        baseline_path = self.config.getoption("compbench_baseline")
+        if baseline_path:
+            from compbench.check import Baseline, BaselineError
+
+            try:
+                self.baseline = Baseline.read(Path(baseline_path))
+            except BaselineError as exc:
+                raise self.CollectError(str(exc)) from None
+            if self.baseline.suite != self.loaded.name:
+                raise self.CollectError(
+                    f"baseline {baseline_path} is for suite {self.baseline.suite!r}, but {self.path.name} is suite "
+                    f"{self.loaded.name!r}: its cells cannot be checked against it"
+                )
         sizes: dict[str, int] = defaultdict(int)
         for m in self.loaded.models:
             sizes[m.group] += 1
@@ -110,19 +126,20 @@ class CellItem(pytest.Item):
             self.user_properties.append(("verdict", line))
             if not v.passed:
                 problems.append(line)
-        baseline_path = self.config.getoption("compbench_baseline")
-        if baseline_path:
+        if parent.baseline is not None:
             from compbench.check import Baseline, cell_summaries, compare
 
-            baseline = Baseline.read(Path(baseline_path))
+            # Only this item's cells: the baseline's other cells are other items' business.
             current = cell_summaries(records)
+            baseline = parent.baseline
             base = Baseline(baseline.suite, {c: baseline.cells[c] for c in current if c in baseline.cells}, baseline.policy)
-            for row in compare(base, current):
-                if row.failed:
-                    problems.append(
-                        f"{row.verdict}: {row.cell} {row.metric}: baseline {row.baseline}, now {row.now}, "
-                        f"delta {row.delta:+.4f} (tolerance {row.tolerance:.4f})"
-                    )
+            allow_new = self.config.getoption("compbench_allow_new")
+            problems.extend(row.line() for row in compare(base, current, allow_new=allow_new) if row.failed)
+            # This item's cell as the baseline names it, when no record of it survived (all skipped).
+            subject, task = self.name.split("::", 1)
+            for cell in (f"{subject}/{task}", f"{subject}[*]/{task}"):
+                if cell in baseline.cells and cell not in current:
+                    problems.append(f"missing: {cell} *: baseline recorded, now absent from this run")
         if problems:
             raise CompbenchFailure("\n".join(problems))
 

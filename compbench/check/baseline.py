@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,20 +75,70 @@ class Baseline:
             found = doc.get("schema_version") if isinstance(doc, dict) else None
             raise BaselineError(f"{path}: baseline schema version {found} != {BASELINE_SCHEMA}; re-record it")
         try:
-            return cls(doc["suite"], doc["cells"], doc.get("policy") or DEFAULT_POLICY, doc.get("device_class", "cpu"),
+            base = cls(doc["suite"], doc["cells"], doc.get("policy") or DEFAULT_POLICY, doc.get("device_class", "cpu"),
                        doc.get("compbench_version", "?"), doc.get("created", ""))
         except KeyError as exc:
             raise BaselineError(f"{path}: missing field {exc.args[0]!r}") from None
+        _validate(path, base)
+        return base
+
+    def problems(self) -> list[str]:
+        """Cells that must not be recorded: 'cell: why' for failed seeds and missing or non-finite metrics."""
+        out = []
+        for cell, entry in sorted(self.cells.items()):
+            if entry.get("errors"):
+                out.append(f"{cell}: {entry['errors']} failed seed(s)" + (f" ({entry['first_error']})" if entry.get("first_error") else ""))
+            bad = sorted(m for m, d in entry["metrics"].items() if d.get("nonfinite") or not _finite(d.get("mean")))
+            if bad:
+                out.append(f"{cell}: non-finite {', '.join(bad)}")
+            elif not entry["metrics"]:
+                out.append(f"{cell}: no metric measured")
+        return out
 
 
-def _dist(values: list[float]) -> dict[str, Any]:
-    vals = [float(v) for v in values if v is not None and not np.isnan(v)]
-    return {
-        "mean": float(np.mean(vals)) if vals else float("nan"),
-        "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0,
-        "n": len(vals),
-        "values": [round(v, 6) for v in vals],
+def _validate(path: Path, base: Baseline) -> None:
+    """A baseline a check can rely on: named suite, at least one cell, finite distributions with n ≥ 1."""
+    if not isinstance(base.suite, str) or not base.suite:
+        raise BaselineError(f"{path}: field 'suite' must name a suite, got {base.suite!r}")
+    if not isinstance(base.cells, dict):
+        raise BaselineError(f"{path}: field 'cells' must be an object of cell id → entry")
+    if not base.cells:
+        raise BaselineError(f"{path}: baseline has no cells (a check against it would pass having compared nothing); "
+                            f"record one with `compbench baseline record`")
+    for cell, entry in base.cells.items():
+        metrics = entry.get("metrics") if isinstance(entry, dict) else None
+        if not isinstance(metrics, dict) or not metrics:
+            raise BaselineError(f"{path}: cell {cell!r} has no metrics")
+        for metric, d in metrics.items():
+            ok = (isinstance(d, dict) and _finite(d.get("mean")) and _finite(d.get("std")) and d["std"] >= 0
+                  and isinstance(d.get("n"), int) and d["n"] >= 1 and not d.get("nonfinite"))
+            if not ok:
+                raise BaselineError(f"{path}: cell {cell!r} metric {metric!r} is not a finite distribution over n ≥ 1 "
+                                    f"seeds: {d!r}; re-record the baseline")
+
+
+def _finite(v: Any) -> bool:
+    """Whether v is a real, finite number (None, NaN, ±inf and non-numbers are not)."""
+    try:
+        return not isinstance(v, bool) and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _dist(values: list[Any]) -> dict[str, Any]:
+    """Mean, std and n over seeds; a missing or non-finite value counts in n (it is a failed seed, not
+    a missing sample), makes the mean NaN and is counted as `nonfinite`."""
+    finite = [float(v) for v in values if _finite(v)]
+    bad = len(values) - len(finite)
+    d: dict[str, Any] = {
+        "mean": float(np.mean(finite)) if finite and not bad else float("nan"),
+        "std": float(np.std(finite, ddof=1)) if len(finite) > 1 else 0.0,
+        "n": len(values),
+        "values": [round(float(v), 6) if _finite(v) else None for v in values],
     }
+    if bad:
+        d["nonfinite"] = bad
+    return d
 
 
 def cell_summaries(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -107,12 +158,15 @@ def cell_summaries(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         ok = [r for r in recs if r["status"] == "ok"]
         errors = len(recs) - len(ok)
         entry: dict[str, Any] = {"task": recs[0]["task"], "group": recs[0]["group"], "errors": errors, "metrics": {}}
-        score = "heldout_acc" if ok and "heldout_acc" in ok[0] else "heldout_r2"
+        if errors:
+            entry["first_error"] = str(next(r.get("error") or r["status"] for r in recs if r["status"] != "ok"))[:200]
+        score = "heldout_acc" if any("heldout_acc" in r for r in ok) else "heldout_r2"
         if cell.split("/")[0].endswith("[*]"):
             per_member: dict[str, list[float]] = defaultdict(list)
             for r in ok:
-                per_member[r["model"]].append(r[score])
-            means = [float(np.mean(v)) for v in per_member.values()]
+                per_member[r["model"]].append(r.get(score))
+            # A member with a missing or non-finite score has a NaN mean: never perfect, and mean_heldout is NaN.
+            means = [float(np.mean(v)) if all(_finite(x) for x in v) else float("nan") for v in per_member.values()]
             entry["members"] = len(per_member)
             entry["metrics"]["count_perfect"] = _dist([float(sum(m >= 1 - 1e-9 for m in means))])
             entry["metrics"]["mean_heldout"] = _dist([float(np.mean(means))] if means else [])
@@ -120,7 +174,7 @@ def cell_summaries(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             entry["model"] = recs[0]["model"]
             entry["keys"] = sorted(r["key"] for r in recs)
             for metric in (score, "theory_r2", "additivity"):
-                if ok and metric in ok[0]:
+                if any(metric in r for r in ok):
                     entry["metrics"][metric] = _dist([r.get(metric) for r in ok])
         out[cell] = entry
     return out

@@ -1,4 +1,10 @@
-"""Noise-aware comparison of a run with a baseline: a cell regresses when it moves beyond seed noise."""
+"""Noise-aware comparison of a run with a baseline: a cell regresses when it moves beyond seed noise.
+
+Besides regressions, a check fails on anything that would let it pass having compared less than the
+baseline holds: a cell of the baseline absent from the run (`missing`), a run cell absent from the
+baseline (`new`, unless allowed), failed seeds (`error`), missing or non-finite metric values
+(`non-finite`), and fewer seeds (or sweep members) than the baseline recorded (`fewer-seeds`).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ from typing import Any
 from tabulate import tabulate
 
 from compbench.check.baseline import DEFAULT_POLICY, Baseline
+
+FAILING = ("REGRESSED", "missing", "error", "non-finite", "fewer-seeds")
 
 
 @dataclass(frozen=True)
@@ -21,52 +29,92 @@ class CheckRow:
     now: str
     delta: float
     tolerance: float
-    verdict: str  # ok | REGRESSED | improved | missing | new | error
+    verdict: str  # ok | improved | REGRESSED | missing | new | error | non-finite | fewer-seeds
+    allowed: bool = False  # a `new` cell accepted with --allow-new
 
     @property
     def failed(self) -> bool:
-        """Whether this row fails the check."""
-        return self.verdict in ("REGRESSED", "missing", "error")
+        """Whether this row fails the check (a `new` cell does unless allowed)."""
+        return self.verdict in FAILING or (self.verdict == "new" and not self.allowed)
+
+    def line(self) -> str:
+        """'verdict: cell metric: baseline B, now N[, delta D (tolerance T)]' — one failing row, self-contained."""
+        text = f"{self.verdict}: {self.cell} {self.metric}: baseline {self.baseline}, now {self.now}"
+        if math.isfinite(self.delta):
+            text += f", delta {self.delta:+.4f} (tolerance {self.tolerance:.4f})"
+        return text
 
 
 def _fmt(d: dict[str, Any]) -> str:
     return f"{d['mean']:.4f} ± {d['std']:.4f} (n={d['n']})"
 
 
-def compare(baseline: Baseline, current: dict[str, dict[str, Any]], k: float | None = None) -> list[CheckRow]:
+def _seeds(entry: dict[str, Any]) -> tuple[str, int]:
+    """What a cell's sample size counts (sweep members of a big sweep, else seeds) and how many."""
+    if "members" in entry:
+        return "members", int(entry["members"])
+    return "seeds", max((int(d["n"]) for d in entry["metrics"].values()), default=0)
+
+
+def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], policies: dict[str, Any],
+               k: float | None) -> list[CheckRow]:
+    rows: list[CheckRow] = []
+    what, n_base = _seeds(base_cell)
+    if now_cell.get("errors"):
+        why = f": {now_cell['first_error']}" if now_cell.get("first_error") else ""
+        rows.append(CheckRow(cell, "status", f"{n_base} {what} ok", f"{now_cell['errors']} failed seed(s){why}",
+                             math.nan, math.nan, "error"))
+    _, n_now = _seeds(now_cell)
+    if n_now < n_base:
+        rows.append(CheckRow(cell, what, f"n={n_base}", f"n={n_now}", math.nan, math.nan, "fewer-seeds"))
+    for metric, base in base_cell["metrics"].items():
+        now = now_cell["metrics"].get(metric)
+        if now is None or now["n"] == 0:
+            rows.append(CheckRow(cell, metric, _fmt(base), "not measured", math.nan, math.nan, "missing"))
+            continue
+        if now.get("nonfinite") or not math.isfinite(now["mean"]):
+            bad = now.get("nonfinite", now["n"])
+            rows.append(CheckRow(cell, metric, _fmt(base), f"{bad} of {now['n']} values missing or non-finite",
+                                 math.nan, math.nan, "non-finite"))
+            continue
+        policy = {**DEFAULT_POLICY.get(metric, {"direction": "higher", "k": 2.5, "floor": 0.0}), **policies.get(metric, {})}
+        kk = policy["k"] if k is None else k
+        se = math.sqrt(base["std"] ** 2 / max(base["n"], 1) + now["std"] ** 2 / max(now["n"], 1))
+        tol = max(policy["floor"], kk * se)
+        delta = now["mean"] - base["mean"]
+        worse = -delta if policy["direction"] == "higher" else delta
+        verdict = "REGRESSED" if worse > tol else ("improved" if -worse > tol else "ok")
+        rows.append(CheckRow(cell, metric, _fmt(base), _fmt(now), delta, tol, verdict))
+    return rows
+
+
+def compare(baseline: Baseline, current: dict[str, dict[str, Any]], k: float | None = None,
+            allow_new: bool = False) -> list[CheckRow]:
     """Rows for every baseline and current cell; tolerance = max(floor, k·√(s_b²/n_b + s_n²/n_n))."""
     rows: list[CheckRow] = []
     for cell in sorted(set(baseline.cells) | set(current)):
         if cell not in current:
-            rows.append(CheckRow(cell, "*", "recorded", "absent from this run", math.nan, math.nan, "missing"))
-            continue
-        if cell not in baseline.cells:
-            rows.append(CheckRow(cell, "*", "absent from the baseline", "present", math.nan, math.nan, "new"))
-            continue
-        now_cell = current[cell]
-        if now_cell.get("errors"):
-            rows.append(CheckRow(cell, "*", "", f"{now_cell['errors']} failed cell(s)", math.nan, math.nan, "error"))
-        for metric, base in baseline.cells[cell]["metrics"].items():
-            now = now_cell["metrics"].get(metric)
-            if now is None or now["n"] == 0:
-                rows.append(CheckRow(cell, metric, _fmt(base), "not measured", math.nan, math.nan, "missing"))
-                continue
-            policy = {**DEFAULT_POLICY.get(metric, {"direction": "higher", "k": 2.5, "floor": 0.0}), **baseline.policy.get(metric, {})}
-            kk = policy["k"] if k is None else k
-            se = math.sqrt(base["std"] ** 2 / max(base["n"], 1) + now["std"] ** 2 / max(now["n"], 1))
-            tol = max(policy["floor"], kk * se)
-            delta = now["mean"] - base["mean"]
-            worse = -delta if policy["direction"] == "higher" else delta
-            verdict = "REGRESSED" if worse > tol else ("improved" if -worse > tol else "ok")
-            rows.append(CheckRow(cell, metric, _fmt(base), _fmt(now), delta, tol, verdict))
+            what, n = _seeds(baseline.cells[cell])
+            rows.append(CheckRow(cell, "*", f"recorded ({what} n={n})", "absent from this run", math.nan, math.nan, "missing"))
+        elif cell not in baseline.cells:
+            what, n = _seeds(current[cell])
+            rows.append(CheckRow(cell, "*", "absent from the baseline", f"present ({what} n={n})", math.nan, math.nan,
+                                 "new", allowed=allow_new))
+        else:
+            rows.extend(_cell_rows(cell, baseline.cells[cell], current[cell], baseline.policy, k))
     return rows
 
 
 def format_rows(rows: list[CheckRow], only_notable: bool = False) -> str:
     """The comparison as a table (all rows, or only those not 'ok')."""
     shown = [r for r in rows if not only_notable or r.verdict != "ok"]
+
+    def num(x: float, fmt: str) -> str:
+        return format(x, fmt) if math.isfinite(x) else ""
+
     return tabulate(
-        [[r.cell, r.metric, r.baseline, r.now, f"{r.delta:+.4f}", f"{r.tolerance:.4f}", r.verdict] for r in shown],
+        [[r.cell, r.metric, r.baseline, r.now, num(r.delta, "+.4f"), num(r.tolerance, ".4f"),
+          r.verdict + (" (allowed)" if r.allowed and r.verdict == "new" else "")] for r in shown],
         headers=["cell", "metric", "baseline", "now", "delta", "tolerance", "verdict"],
         tablefmt="github",
         disable_numparse=True,

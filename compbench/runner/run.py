@@ -56,16 +56,31 @@ class SuiteRunner:
     def cached(self, job: Job, recheck: bool = False) -> list[dict[str, Any]] | None:
         """The job's stored records, relabelled for this suite, or None if any seed is missing.
 
-        With `recheck`, the store is asked again: another process may have finished the job.
+        With `recheck`, the store is asked again: another process may have finished the job. Error
+        records are never reused (a re-run retries them, so exit codes do not depend on the cache);
+        `skipped` ones only while the model still has skip_invalid: true, else they are the errors a
+        fresh run would give.
         """
-        if recheck and not all(k in self.cache for k in job.keys):
-            self.cache.update(self.store.lookup(list(job.keys)))
-        if not all(k in self.cache for k in job.keys):
+        if not getattr(self, "_retry_noted", False):
+            import sys
+
+            self._retry_noted = True
+            n = sum(self.cache[k]["status"] == "error" for j in self.jobs for k in j.keys if k in self.cache)
+            if n:
+                print(f"{self.loaded.name}: retrying {n} failed cell{'s' if n != 1 else ''} found in the cache",
+                      file=sys.stderr, flush=True)
+
+        def reusable(k: str) -> bool:
+            return k in self.cache and self.cache[k]["status"] != "error"
+
+        if recheck and not all(reusable(k) for k in job.keys):
+            self.cache.update(self.store.lookup(list(job.keys), since=self.fresh_since))
+        if not all(reusable(k) for k in job.keys):
             return None
-        # The key covers what determines the result, not the names: relabel for this suite.
-        labels = {"task": job.task.entry.id, "model": job.model.id, "group": job.model.group,
-                  "sweep": job.model.sweep_values, "suite": self.loaded.name}
-        return [{**self.cache[k], **labels} for k in job.keys]
+        records = self.stored(job)
+        if not job.model.skip_invalid:
+            records = [{**r, "status": "error"} if r["status"] == "skipped" else r for r in records]
+        return records
 
     def store_records(self, records: list[dict[str, Any]]) -> None:
         """Persist one finished job's records."""
