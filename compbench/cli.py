@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--profile", help="apply a named profile of the suite (e.g. 'full' for GPU runs)")
     run.add_argument("--out", help="output directory (default results/<suite name>)")
     run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    run.add_argument("--force", action="store_true", help="recompute every cell, ignoring the cache")
+    run.add_argument("--force", action="store_true", help="recompute the selected cells (all, or those of --model), replacing their stored records")
     run.add_argument("--executor", default="local", choices=["local", "process", "ray"],
                      help="where cells run: this process, a local process pool (--workers), or Ray")
     run.add_argument("--workers", type=int, default=2, help="process-pool size (--executor process)")
@@ -283,19 +283,26 @@ def main(argv: list[str] | None = None) -> int:
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.publish import ReportFormatError
     from compbench.runner.executors import ExecutorUnavailableError
-    from compbench.store import StoreSchemaError
+    from compbench.runner.interrupt import EXIT_TERMINATED, sigterm_as_interrupt, terminated
+    from compbench.store import StoreError
     from compbench.suite import SuiteError
 
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except SuiteError as exc:
-        for issue in exc.issues:
-            print(f"error: {issue}", file=sys.stderr)
-        return EXIT_USAGE
-    except (StoreSchemaError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError) as exc:
-        _err(str(exc))
-        return EXIT_USAGE
+    # SIGTERM (a CI job cancelled, `kill`) stops the run like Ctrl-C; the exit code says which it was.
+    with sigterm_as_interrupt():
+        try:
+            code = args.func(args)
+        except SuiteError as exc:
+            for issue in exc.issues:
+                print(f"error: {issue}", file=sys.stderr)
+            return EXIT_USAGE
+        except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError) as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        except KeyboardInterrupt:  # outside a run's own handling (e.g. while writing the report)
+            print("interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
+            code = EXIT_INTERRUPTED
+        return EXIT_TERMINATED if code == EXIT_INTERRUPTED and terminated() else code
 
 
 if __name__ == "__main__":

@@ -309,10 +309,14 @@ def test_cd_blocks_models_and_big_sweeps():
 
 
 def _store_with_records(out: Path) -> None:
+    from compbench.runner.run import SuiteRunner
     from compbench.store import ResultStore
 
+    # `report` finds cells by their cache keys, as `run` does: store the records under the suite's keys.
+    jobs = SuiteRunner(parse_suite(SUITE, "golden.yaml"), out, device="cpu").jobs
+    keys = {(j.model.id, j.task.entry.id, s): k for j in jobs for s, k in zip(j.seeds, j.keys)}
     store = ResultStore(out / "store")
-    store.append(fixed_records())
+    store.append([{**r, "key": keys.get((r["model"], r["task"], r["seed"]), r["key"])} for r in fixed_records()])
     store.close()
 
 

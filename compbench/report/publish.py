@@ -90,15 +90,28 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
     return [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
 
 
-def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
-    """The newest stored record of every cell of this suite, in suite order."""
-    from compbench.store import ResultStore
+def report_devices(out_dir: Path) -> list[str]:
+    """Devices whose cache keys a report looks up, in order: the last run's (summary.json), then the others."""
+    summary_path = out_dir / SUMMARY_FILE
+    last = None
+    try:
+        last = json.loads(summary_path.read_text()).get("device") if summary_path.exists() else None
+    except (ValueError, OSError, AttributeError):
+        last = None
+    order = ["cpu", "cuda"]
+    return [last, *(d for d in order if d != last)] if last in order else order
 
-    latest = ResultStore(out_dir / "store").latest()
-    records = [r for r in latest.values() if r.get("suite") == loaded.name]
-    model_order = {m.id: i for i, m in enumerate(loaded.models)}
-    task_order = {t.id: i for i, t in enumerate(loaded.suite.tasks)}
-    records.sort(key=lambda r: (model_order.get(r["model"], len(model_order)), task_order.get(r["task"], 0), r["seed"]))
+
+def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
+    """The stored record of every cell of this suite, in suite order, selected as `compbench run` selects them.
+
+    Each job's cache keys are looked up in the store and the records relabelled with this suite's
+    names (`runner.run.stored_results`), so renamed models and cells shared with another suite
+    appear as the run showed them, and records of models no longer in the suite do not.
+    """
+    from compbench.runner.run import stored_results
+
+    records = stored_results(loaded, out_dir, report_devices(out_dir))
     if not records:
         raise NoResultsError(
             f"no stored results for suite {loaded.name!r} in {out_dir / 'store'}; run `compbench run --suite {loaded.name}` first"
@@ -110,7 +123,12 @@ def rebuild(out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = FORMA
     """Rebuild every report file from the stored records (no training)."""
     records = stored_records(out_dir, loaded)
     summary_path = out_dir / SUMMARY_FILE
-    summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    try:
+        summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    except (ValueError, OSError):
+        summary = {}
+    if not isinstance(summary, dict):
+        summary = {}
     summary.setdefault("device", records[0].get("device", "?"))
     summary["n_failed"] = sum(r["status"] == "error" for r in records)
     summary["n_skipped"] = sum(r["status"] == "skipped" for r in records)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -12,8 +13,9 @@ from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
 from compbench.runner.executors import check_cell_timeout, run_local, run_process_pool, run_ray
 from compbench.runner.execute import run_job
+from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
-from compbench.store import ResultStore
+from compbench.store import ResultStore, StoreError
 from compbench.suite import LoadedSuite, matches
 
 
@@ -34,17 +36,28 @@ class RunSummary:
 
 
 class SuiteRunner:
-    """A suite's jobs with their cache: tasks built once, finished cells read from the store."""
+    """A suite's jobs with their cache: tasks built once, finished cells read from the store.
 
-    def __init__(self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False) -> None:
+    This is the one place that decides which stored records belong to a suite: its jobs' cache
+    keys, looked up in the store and relabelled with this suite's names (`compbench report` uses
+    it too), never the names a record was stored under.
+    """
+
+    def __init__(
+        self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False, *,
+        resolve: bool = True, writer: bool = False,
+    ) -> None:
         self.loaded = loaded
-        self.device = resolve_device(device)
+        self.device = resolve_device(device) if resolve else device
         self.store = ResultStore(Path(out_dir) / "store")
-        if force:
-            self.store.clear()
+        if writer:
+            self.store.open(write=True)  # a store that cannot be used fails now, before any training
+        # --force: records stored before this run are ignored for this suite's jobs (and replaced
+        # as each is recomputed); records stored since, by this run or a concurrent one, count.
+        self.fresh_since: float | None = time.time() if force else None
         self.tasks = prepare_tasks(loaded)
         self.jobs = expand_jobs(loaded, self.tasks, self.device)
-        self._cache: dict[str, dict[str, Any]] | None = None
+        self._cache: dict[str, dict[str, Any]] | None = {} if force else None
 
     @property
     def cache(self) -> dict[str, dict[str, Any]]:
@@ -52,6 +65,16 @@ class SuiteRunner:
         if self._cache is None:
             self._cache = self.store.latest()
         return self._cache
+
+    def relabel(self, job: Job, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Records of a job under this suite's names (the key covers what determines a result, not names)."""
+        labels = {"task": job.task.entry.id, "model": job.model.id, "group": job.model.group,
+                  "sweep": job.model.sweep_values, "suite": self.loaded.name}
+        return [{**r, **labels} for r in records]
+
+    def stored(self, job: Job) -> list[dict[str, Any]]:
+        """The job's stored records for the seeds that have one, relabelled for this suite."""
+        return self.relabel(job, [self.cache[k] for k in job.keys if k in self.cache])
 
     def cached(self, job: Job, recheck: bool = False) -> list[dict[str, Any]] | None:
         """The job's stored records, relabelled for this suite, or None if any seed is missing.
@@ -113,8 +136,33 @@ class SuiteRunner:
         return records, False
 
     def close(self) -> None:
-        """Close the store."""
-        self.store.close()
+        """Release this process's claims and close the store."""
+        try:
+            self.store.release_all()
+        except StoreError:
+            pass  # the store is gone or unwritable: the error that stopped the run says so
+        finally:
+            self.store.close()
+
+
+def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> list[dict[str, Any]]:
+    """The stored records of every cell of the suite, relabelled for it, in suite order (no training).
+
+    For each job the first of `devices` with any stored seed is used, so a report shows the device
+    of the last run first and falls back to cells stored for another device.
+    """
+    runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
+    try:
+        others = [expand_jobs(loaded, runner.tasks, d) for d in devices[1:]]
+        out: list[dict[str, Any]] = []
+        for i, job in enumerate(runner.jobs):
+            for candidate in (job, *(jobs[i] for jobs in others)):
+                if found := runner.stored(candidate):
+                    out += found
+                    break
+        return out
+    finally:
+        runner.store.close()
 
 
 def _execute(
@@ -164,7 +212,8 @@ def run_suite(
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
     if model_patterns:
         loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
-    runner = SuiteRunner(loaded, out_dir, device, force)
+    runner = SuiteRunner(loaded, out_dir, device, force, writer=True)
+    children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor)
     results: list[list[dict[str, Any]] | None] = [None] * len(runner.jobs)
     todo: list[int] = []
@@ -185,10 +234,19 @@ def run_suite(
                 else:
                     summary.n_run += len(recs)
                 bar.advance([r["status"] for r in recs], cached=cached)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under `compbench` (see runner.interrupt)
+            summary.interrupted = True
+        except Exception as exc:
+            # SIGTERM to the process group stops pool workers too; a broken pool is then part of it.
+            if isinstance(exc, StoreError) or not terminated():
+                raise
             summary.interrupted = True
         finally:
+            if summary.interrupted:
+                stop_children(keep=children_before)  # the pool's workers, not the caller's processes
             runner.close()
+    if not summary.interrupted:
+        runner.store.verify()  # records committed into a store deleted since would be lost: say so
     summary.records = [r for recs in results if recs is not None for r in recs]
     summary.n_failed = sum(r["status"] == "error" for r in summary.records)
     summary.n_skipped = sum(r["status"] == "skipped" for r in summary.records)

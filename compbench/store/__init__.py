@@ -1,5 +1,17 @@
 """Result records and their append-only storage."""
 
-from compbench.store.records import SCHEMA_VERSION, ResultStore, StoreSchemaError, cell_key
+from compbench.store.records import (
+    SCHEMA_VERSION,
+    ResultStore,
+    StoreError,
+    StoreGoneError,
+    StoreSchemaError,
+    cell_key,
+    claim_is_live,
+    process_start_time,
+)
 
-__all__ = ["SCHEMA_VERSION", "ResultStore", "StoreSchemaError", "cell_key"]
+__all__ = [
+    "SCHEMA_VERSION", "ResultStore", "StoreError", "StoreGoneError", "StoreSchemaError", "cell_key", "claim_is_live",
+    "process_start_time",
+]

@@ -1,8 +1,10 @@
 """The result store: SQLite in WAL mode, one row per finished cell, committed as each job finishes.
 
 A killed process loses at most the job in flight (a transaction is all or nothing); several
-processes can write the same store at once (WAL + busy timeout); a store written by another
-schema version is refused with a clear message, never misread.
+processes can write the same store at once (WAL + busy timeout); a file that is not a compbench
+store of this schema version (garbage, corrupt, another program's database, another schema) is
+refused with a message naming it and is never written to; a store deleted or replaced while a run
+writes to it stops that run instead of letting it commit into a file nobody will read.
 """
 
 from __future__ import annotations
@@ -13,32 +15,95 @@ import os
 import socket
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
 STORE_FILE = "records.sqlite"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+CLAIM_TTL = 3600.0  # a claim whose process cannot be probed (another host, no start time) is trusted this long
+
+_TABLES = {
+    "meta": "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
+    "records": "CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
+               " suite TEXT, status TEXT, created REAL, record TEXT NOT NULL)",
+    "claims": "CREATE TABLE IF NOT EXISTS claims (job TEXT PRIMARY KEY, owner TEXT, created REAL)",
+}
+_COLUMNS = {"meta": {"name", "value"}, "records": {"id", "key", "suite", "status", "created", "record"},
+            "claims": {"job", "owner", "created"}}
+_ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--out DIR)"
 
 
-OWNER = f"{socket.gethostname()}:{os.getpid()}"
-CLAIM_TTL = 3600.0  # a claim from another host is trusted this long (its process cannot be probed)
+class StoreError(RuntimeError):
+    """The store cannot be used: not a compbench store, corrupt, read-only, deleted, or another schema."""
 
 
-def _alive(owner: str, created: float) -> bool:
-    host, _, pid = owner.rpartition(":")
-    if host != socket.gethostname():
-        return time.time() - created < CLAIM_TTL
+class StoreSchemaError(StoreError):
+    """The store holds records of another schema version."""
+
+
+class StoreGoneError(StoreError):
+    """The store file was deleted or replaced while this process was writing to it."""
+
+
+def process_start_time(pid: int) -> str | None:
+    """The start time of a local process (Linux: /proc/<pid>/stat field 22), None where unknown."""
     try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, ValueError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
+    fields = stat[stat.rfind(")") + 2:].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # it exists, owned by someone else
         return True
+    except (OverflowError, ValueError):
+        return False
     return True
 
 
-class StoreSchemaError(RuntimeError):
-    """The store holds records of another schema version."""
+_owner_cache: dict[int, str] = {}
+
+
+def process_owner() -> str:
+    """This process as a claim owner: 'host:pid:start time' (computed per pid, so forks differ)."""
+    pid = os.getpid()
+    if pid not in _owner_cache:
+        _owner_cache[pid] = f"{socket.gethostname()}:{pid}:{process_start_time(pid) or ''}"
+    return _owner_cache[pid]
+
+
+def claim_is_live(owner: str, created: float, now: float | None = None) -> bool:
+    """Whether a job claim still belongs to a running process.
+
+    On this host a claim is stale when its pid is dead or now belongs to a process started at
+    another time (a reused pid); a claim from another host, or without a start time to compare,
+    is trusted for CLAIM_TTL seconds.
+    """
+    now = time.time() if now is None else now
+    parts = owner.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit():
+        host, pid_text, start = parts
+    else:  # an owner written before claims carried a start time: 'host:pid'
+        host, _, pid_text = owner.rpartition(":")
+        start = ""
+    if host != socket.gethostname():
+        return now - created < CLAIM_TTL
+    if not pid_text.isdigit() or not _pid_alive(int(pid_text)):
+        return False
+    current = process_start_time(int(pid_text))
+    if start and current:
+        return start == current
+    return now - created < CLAIM_TTL
 
 
 def cell_key(definition: dict[str, Any]) -> str:
@@ -53,109 +118,239 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj)}")
 
 
+def _describe(path: Path, exc: BaseException) -> str:
+    """What is wrong with the store file, in words, and what to do about it."""
+    name = getattr(exc, "sqlite_errorname", "")
+    advice = _ADVICE.format(path=path)
+    if path.is_dir():
+        return f"{path}: is a directory, not a compbench store file; {advice}"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_MAGIC))
+    except OSError:
+        head = SQLITE_MAGIC
+    if head and len(head) == len(SQLITE_MAGIC) and head != SQLITE_MAGIC or name == "SQLITE_NOTADB":
+        return f"{path}: not a compbench store: not an SQLite database (a corrupt file or another kind of file); {advice}"
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in str(exc):
+        return f"{path}: the compbench store is corrupt (damaged or truncated: {exc}); {advice}"
+    if name.startswith("SQLITE_READONLY") or isinstance(exc, PermissionError) or "readonly" in str(exc):
+        return (f"{path}: the store is read-only (the file or its directory cannot be written: {exc}); "
+                "make it writable, or use another results directory (--out DIR)")
+    if name.startswith("SQLITE_CANTOPEN") or isinstance(exc, OSError):
+        return (f"{path}: the store cannot be opened for writing ({exc}): a read-only directory, missing "
+                "permissions, or a -wal/-shm file that is not a file; use another results directory (--out DIR)")
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return f"{path}: the store stayed locked by another process ({exc}); try again when it has finished"
+    if name == "SQLITE_FULL":
+        return f"{path}: the disk is full ({exc}); free space and run the same command again"
+    return f"{path}: SQLite error {name or type(exc).__name__}: {exc}; {advice}"
+
+
 class ResultStore:
     """Records of one results directory in `<dir>/records.sqlite`."""
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / STORE_FILE
         self._db: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Every SQLite or file-system error becomes a StoreError naming the file."""
+        try:
+            yield
+        except StoreError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(_describe(self.path, exc)) from exc
+
+    def _refuse(self, what: str) -> StoreError:
+        return StoreError(f"{self.path}: {what}; {_ADVICE.format(path=self.path)}")
 
     def _connect(self, create: bool) -> sqlite3.Connection | None:
         if self._db is not None:
             return self._db
         if not create and not self.path.exists():
             return None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
-        db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-        db.execute(
-            "CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
-            " suite TEXT, status TEXT, created REAL, record TEXT NOT NULL)"
-        )
-        db.execute("CREATE INDEX IF NOT EXISTS records_key ON records (key)")
-        db.execute("CREATE TABLE IF NOT EXISTS claims (job TEXT PRIMARY KEY, owner TEXT, created REAL)")
-        db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        (version,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-        if int(version) != SCHEMA_VERSION:
-            db.close()
-            raise StoreSchemaError(
-                f"{self.path}: store schema version {version} != {SCHEMA_VERSION} of this compbench; "
-                "move the old results directory away (or use --force to start it afresh)"
-            )
-        self._db = db
+        with self._errors():
+            if self.path.is_dir():
+                raise self._refuse("is a directory, not a compbench store file")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            existed = self.path.exists() and self.path.stat().st_size > 0
+            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            try:
+                if not self._open(db, create, existed):
+                    db.close()
+                    return None
+            except BaseException:
+                db.close()
+                raise
+            st = os.stat(self.path)
+        self._db, self._identity = db, (st.st_dev, st.st_ino)
         return db
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        db = self._connect(create=False)
-        if db is None:
-            return
-        for (text,) in db.execute("SELECT record FROM records ORDER BY id"):
-            yield json.loads(text)
+    def _open(self, db: sqlite3.Connection, create: bool, existed: bool) -> bool:
+        """Check the file is a compbench store before writing anything to it; create the tables if new."""
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        tables -= {t for t in tables if t.startswith("sqlite_")}
+        if tables:
+            if not {"meta", "records"} <= tables:
+                raise self._refuse(f"an SQLite database of another program (tables: {', '.join(sorted(tables))}), "
+                                   "not a compbench store")
+            for table in tables & set(_COLUMNS):
+                columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+                if missing := _COLUMNS[table] - columns:
+                    raise self._refuse(f"another schema: its table {table!r} lacks the column(s) "
+                                       f"{', '.join(sorted(missing))} of a compbench store")
+            row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            if row is None or not str(row[0]).isdigit():
+                raise self._refuse("another schema: no schema version in its meta table")
+            if int(row[0]) != SCHEMA_VERSION:
+                raise StoreSchemaError(
+                    f"{self.path}: store schema version {row[0]} != {SCHEMA_VERSION} of this compbench; "
+                    f"{_ADVICE.format(path=self.path)}"
+                )
+            if existed:
+                # Catch damage (a truncated copy, a bad disk) before anything is written to it.
+                problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
+                if problems != ["ok"]:
+                    raise self._refuse(f"the compbench store is corrupt ({'; '.join(problems)})")
+        elif not create:
+            return False  # an empty file: nothing stored yet, and a reader does not create tables
+        if create and (not {"meta", "records", "claims"} <= tables):
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _TABLES.values():
+                    db.execute(statement)
+                db.execute("CREATE INDEX IF NOT EXISTS records_key ON records (key)")
+                db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        if create and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return True
+
+    def _check_same_file(self) -> None:
+        """Raise StoreGoneError if the path no longer names the file this connection writes to."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise StoreGoneError(
+                f"{self.path} was deleted while this run was writing to it (by hand, or by an older compbench's "
+                "--force); the records this run stored are gone with it; run the same command again"
+            ) from None
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise StoreGoneError(
+                f"{self.path} was replaced by another file while this run was writing to it; "
+                "nothing more is written; run the same command again to store this run's cells in the new file"
+            )
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on the store this process opened (never on a deleted or replaced file)."""
+        db = self._connect(create=True)
+        assert db is not None
+        with self._errors():
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._check_same_file()
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def open(self, write: bool = False) -> None:
+        """Open the store now (creating it when `write`), so a file that cannot be used fails early.
+
+        With `write`, a first small write proves the file and its directory are writable.
+        """
+        if write:
+            with self._write() as db:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('last_writer', ?)", (process_owner(),))
+        else:
+            self._connect(create=False)
+
+    def verify(self) -> None:
+        """Raise StoreGoneError if the store file was deleted or replaced since this process opened it."""
+        if self._db is not None:
+            self._check_same_file()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        with self._errors():
+            db = self._connect(create=False)
+            if db is None:
+                return
+            for (text,) in db.execute("SELECT record FROM records ORDER BY id"):
+                yield json.loads(text)
 
     def latest(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
         """The newest record per cell key (only `keys`, when given)."""
         out = {r["key"]: r for r in self}
         return out if keys is None else {k: out[k] for k in keys if k in out}
 
-    def lookup(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """The newest stored record for each of `keys` that has one (sees other processes' writes)."""
-        db = self._connect(create=False)
-        if db is None or not keys:
-            return {}
-        marks = ",".join("?" * len(keys))
-        rows = db.execute(f"SELECT record FROM records WHERE key IN ({marks}) ORDER BY id", keys)
-        return {r["key"]: r for r in (json.loads(text) for (text,) in rows)}
+    def lookup(self, keys: list[str], since: float | None = None) -> dict[str, dict[str, Any]]:
+        """The newest stored record for each of `keys` that has one, stored at or after `since` if given.
+
+        Reads the file again each time, so it sees other processes' writes.
+        """
+        with self._errors():
+            db = self._connect(create=False)
+            if db is None or not keys:
+                return {}
+            marks = ",".join("?" * len(keys))
+            sql = f"SELECT record FROM records WHERE key IN ({marks})"
+            args: list[Any] = list(keys)
+            if since is not None:
+                sql += " AND created >= ?"
+                args.append(since)
+            rows = db.execute(sql + " ORDER BY id", args)
+            return {r["key"]: r for r in (json.loads(text) for (text,) in rows)}
 
     def claim(self, job: str) -> bool:
         """Claim a job for this process; False while another live process holds it."""
-        db = self._connect(create=True)
-        assert db is not None
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        me = process_owner()
+        with self._write() as db:
             row = db.execute("SELECT owner, created FROM claims WHERE job = ?", (job,)).fetchone()
-            if row is not None and row[0] != OWNER and _alive(row[0], row[1]):
-                db.execute("ROLLBACK")
+            if row is not None and row[0] != me and claim_is_live(row[0], row[1]):
                 return False
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (job, OWNER, time.time()))
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (job, me, time.time()))
         return True
 
     def release(self, job: str) -> None:
         """Drop this process's claim on a job."""
-        db = self._connect(create=True)
-        assert db is not None
-        db.execute("DELETE FROM claims WHERE job = ? AND owner = ?", (job, OWNER))
+        with self._write() as db:
+            db.execute("DELETE FROM claims WHERE job = ? AND owner = ?", (job, process_owner()))
+
+    def release_all(self) -> None:
+        """Drop every claim this process holds (a run that stops leaves none behind)."""
+        if self._db is not None:
+            with self._write() as db:
+                db.execute("DELETE FROM claims WHERE owner = ?", (process_owner(),))
+
+    def claims(self) -> list[tuple[str, str, float]]:
+        """Every claim in the store: (job, owner, created)."""
+        with self._errors():
+            db = self._connect(create=False)
+            return [] if db is None else [tuple(r) for r in db.execute("SELECT job, owner, created FROM claims")]
 
     def append(self, records: list[dict[str, Any]]) -> None:
-        """Store one finished job's records in a single transaction."""
-        db = self._connect(create=True)
-        assert db is not None
+        """Store one finished job's records in a single transaction, replacing older records of the same keys."""
         rows = [
             (r["key"], r.get("suite"), r.get("status"), time.time(),
              json.dumps({"schema_version": SCHEMA_VERSION, **r}, default=_jsonable))
             for r in records
         ]
-        db.execute("BEGIN IMMEDIATE")  # one transaction: all of the job's records or none
-        try:
+        keys = sorted({r[0] for r in rows})
+        with self._write() as db:  # one transaction: all of the job's records or none
+            db.execute(f"DELETE FROM records WHERE key IN ({','.join('?' * len(keys))})", keys)
             db.executemany("INSERT INTO records (key, suite, status, created, record) VALUES (?, ?, ?, ?, ?)", rows)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
 
     def close(self) -> None:
         """Close the database connection."""
         if self._db is not None:
             self._db.close()
             self._db = None
-
-    def clear(self) -> None:
-        """Remove every stored record (used by --force)."""
-        self.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(str(self.path) + suffix).unlink(missing_ok=True)
