@@ -55,7 +55,9 @@ def breaking(name: str, mutate=None, **methods):
         def fit_seeds(self, train, evaluate, seeds):
             return [mutate(self.fitted(train, evaluate, s), s) for s in seeds]
         body["fit_seeds"] = fit_seeds
-    return register_adapter(name)(type(name.title().replace("-", ""), (Ridge,), body))
+    cls = type(name.title().replace("-", ""), (Ridge,), body)
+    globals()[cls.__qualname__] = cls  # importable as module:qualname, like any adapter class
+    return register_adapter(name)(cls)
 
 
 def _set(**fields):
@@ -94,7 +96,7 @@ def _die(self, train, evaluate, seeds):
     os._exit(1)
 
 
-register_adapter("contract-good")(type("ContractGood", (Ridge,), {}))
+ContractGood = register_adapter("contract-good")(type("ContractGood", (Ridge,), {}))
 BROKEN = {  # adapter name → (contract break named in the record, a fragment of its message)
     "broken-short": ("predictions-length", "predictions must have shape (16,), got shape (15,)"),
     "broken-nan": ("predictions-finite", "non-finite predictions for 3 of 16 samples"),
