@@ -1,12 +1,15 @@
-"""One self-contained HTML report: every table (sortable by clicking a header) and the plots inline.
+"""One self-contained HTML report: legends, every table (sortable, filterable) and the plots inline.
 
-No external references: the CSS and the small sorting script are inline, plots are base64 PNGs.
+No external references: the CSS and the small script are inline, plots are base64 PNGs. Tables scroll
+inside their own box (so the header row and the model column can stay in view); a print stylesheet
+lets every column wrap onto the page instead.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -14,93 +17,199 @@ from typing import Any
 from compbench.report.tables import Table
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1500px;padding:0 1em;color:#222}
-h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ddd}
-.wrap{overflow-x:auto}
-table{border-collapse:collapse;margin:.5em 0 1.5em;font-size:13px}
-th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;white-space:nowrap}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1500px;padding:.5em 1em 2em;color:#222;
+ font-size:16px;line-height:1.4}
+h1{font-size:1.5em;margin:.5em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+h1,h2,p,nav,figcaption{overflow-wrap:anywhere}
+.headline{font-size:1.05em;background:#f3f6fb;border-left:4px solid #36c;padding:.4em .7em}
+nav a{margin-right:1em;display:inline-block}
+.filters{display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center;margin:.6em 0;font-size:14px}
+.filters input,.filters select{font:inherit;font-size:14px;padding:2px 4px;max-width:100%}
+.wrap{overflow:auto;max-height:80vh;max-width:100%;margin:.5em 0 1.5em;border:1px solid #ccc}
+table{border-collapse:separate;border-spacing:0;font-size:13px}
+th,td{border-right:1px solid #ccc;border-bottom:1px solid #ccc;padding:3px 8px;text-align:left;white-space:nowrap;
+ vertical-align:top}
 td.detail{white-space:normal;min-width:20em}
-th{background:#f0f0f0;cursor:pointer;user-select:none;position:sticky;top:0}
-th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
-td.best{font-weight:bold;background:#e6f4e6}
-td.error,td.missing{color:#a00;background:#fbeaea}td.skipped{color:#777;background:#f4f4f4}
-td.PASS{color:#070}td.FAIL{color:#a00;font-weight:bold}
-.note{color:#555;font-size:13px;max-width:1100px}
-figure{margin:1em 0}figcaption{color:#555;font-size:13px}
-img{max-width:100%;border:1px solid #ddd}
-nav a{margin-right:1em}
+thead th{background:#eee;position:sticky;top:0;z-index:2}
+thead th:first-child{left:0;z-index:3}
+tbody th{background:#f7f7f7;position:sticky;left:0;z-index:1;font-weight:600}
+th button{font:inherit;font-weight:600;color:inherit;background:none;border:0;padding:0;margin:0;cursor:pointer;text-align:left}
+th button:focus-visible{outline:2px solid #36c;outline-offset:2px}
+th[aria-sort=ascending] button::after{content:" \\25B2"}th[aria-sort=descending] button::after{content:" \\25BC"}
+th a.plot{font-weight:normal;margin-left:.4em}
+td.best{font-weight:bold;background:#e3f2e3}
+td.error,td.missing{color:#900;background:#fbeaea}td.skipped{color:#555;background:#f2f2f2}
+td.PASS{color:#060}td.FAIL{color:#900;font-weight:bold}
+tr:target th,tr:target td{background:#fff3c4}
+.note{color:#444;font-size:14px;max-width:1100px}
+figure{margin:1em 0}figcaption{color:#444;font-size:14px}
+img{max-width:100%;height:auto;border:1px solid #ddd}
+[hidden]{display:none!important}
+@media (max-width:600px){body{padding:.3em .6em 1em}h1{font-size:1.3em}.wrap{max-height:70vh}}
+@media print{
+ body{max-width:none;padding:0;font-size:10pt}
+ nav,.filters,.howto,th a.plot{display:none}
+ .wrap{overflow:visible;max-height:none;border:0}
+ table{width:100%;font-size:7pt;border-collapse:collapse}
+ th,td{white-space:normal;overflow-wrap:anywhere;position:static;padding:1px 3px;border:1px solid #999}
+ td.detail{min-width:0}
+ th[aria-sort] button::after{content:""}
+ tr,figure{break-inside:avoid}h2{break-after:avoid}
+ a{color:inherit;text-decoration:none}
+}
 """
 
-# Click a header: sort by that column; numbers (data-v) before text, text alphabetically; click again: reverse.
+# Sorting: a header is a button (Enter/Space work); the first click sorts best-first by the column's
+# direction (data-dir), the next reverses; numbers (data-v) always before text. Filtering hides rows
+# whose data-model / data-task / data-status do not match, and the leaderboard columns of other tasks.
 _JS = """
-document.querySelectorAll('table.sortable th').forEach(function(th){
-  th.addEventListener('click',function(){
+(function(){
+function key(row,i){var c=row.cells[i];var v=c?c.getAttribute('data-v'):null;
+  return v===null?[1,c?c.textContent.trim():'']:[0,parseFloat(v)];}
+document.querySelectorAll('table.sortable thead th').forEach(function(th){
+  var b=th.querySelector('button');if(!b)return;
+  b.addEventListener('click',function(){
     var table=th.closest('table'),body=table.tBodies[0];
     var i=Array.prototype.indexOf.call(th.parentNode.children,th);
-    var asc=!th.classList.contains('asc');
-    table.querySelectorAll('th').forEach(function(h){h.classList.remove('asc','desc');});
-    th.classList.add(asc?'asc':'desc');
-    function key(row){var c=row.cells[i];var v=c.getAttribute('data-v');
-      return v===null?[1,c.textContent.trim()]:[0,parseFloat(v)];}
+    var cur=th.getAttribute('aria-sort');
+    var first=th.getAttribute('data-dir')==='higher'?'descending':'ascending';
+    var order=cur===null?first:(cur==='ascending'?'descending':'ascending');
+    table.querySelectorAll('thead th').forEach(function(h){h.removeAttribute('aria-sort');});
+    th.setAttribute('aria-sort',order);
     var rows=Array.prototype.slice.call(body.rows);
-    rows.sort(function(a,b){var x=key(a),y=key(b);
+    rows.sort(function(a,b){var x=key(a,i),y=key(b,i);
       if(x[0]!==y[0])return x[0]-y[0];
       var c=x[0]===0?x[1]-y[1]:x[1].localeCompare(y[1]);
-      return asc?c:-c;});
+      return order==='ascending'?c:-c;});
     rows.forEach(function(r){body.appendChild(r);});
   });});
+var fm=document.getElementById('f-model'),ft=document.getElementById('f-task'),fs=document.getElementById('f-status');
+function apply(){
+  var m=fm.value.trim().toLowerCase(),t=ft.value,s=fs.value;
+  document.querySelectorAll('table.sortable tbody tr').forEach(function(r){
+    var rm=r.getAttribute('data-model'),rt=r.getAttribute('data-task'),rs=r.getAttribute('data-status');
+    var hide=(m&&rm!==null&&rm.toLowerCase().indexOf(m)<0)||(t&&rt!==null&&rt!==t)||
+      (s&&rs!==null&&rs.split(' ').indexOf(s)<0);
+    r.hidden=!!hide;});
+  document.querySelectorAll('[data-col-task]').forEach(function(c){
+    c.hidden=!!(t&&c.getAttribute('data-col-task')!==t);});
+}
+[fm,ft,fs].forEach(function(e){if(e){e.addEventListener('input',apply);e.addEventListener('change',apply);}});
+})();
 """
 
 _STATUS = {"error", "missing", "skipped", "PASS", "FAIL"}
+_BIG = 1.7976931348623157e308  # ±inf sorts as the largest finite float: JavaScript's parseFloat reads "inf" as NaN
 
 
 def _anchor(title: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
 
 
-def table_html(t: Table) -> str:
-    """A sortable HTML table (numeric cells carry their value in data-v)."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in t.headers)
+def sort_value(v: float) -> str | None:
+    """A finite data-v for a number (±inf → ±max float); None for NaN (sorted with the text)."""
+    if math.isnan(v):
+        return None
+    return repr(math.copysign(_BIG, v) if math.isinf(v) else float(v))
+
+
+def _attrs(pairs: dict[str, str | None]) -> str:
+    return "".join(f' {k}="{html.escape(v, quote=True)}"' for k, v in pairs.items() if v is not None and v != "")
+
+
+def _header(t: Table, j: int, h: str, plot_links: dict[str, str]) -> str:
+    task = t.col_tasks.get(j)
+    attrs = _attrs({"scope": "col", "data-dir": t.directions.get(j), "data-col-task": task})
+    link = f' <a class="plot" href="#{html.escape(plot_links[task])}">plot</a>' if task in plot_links else ""
+    return f"<th{attrs}><button type=\"button\">{html.escape(h)}</button>{link}</th>"
+
+
+def table_html(t: Table, plot_links: dict[str, str] | None = None) -> str:
+    """A sortable, filterable HTML table: numeric cells carry a finite data-v; the first column is a row header."""
+    plot_links = plot_links or {}
+    has_head = any(t.headers)
+    head = "".join(_header(t, j, h, plot_links) for j, h in enumerate(t.headers)) if has_head else ""
     body = []
     for i, row in enumerate(t.rows):
+        meta = t.row_meta[i] if i < len(t.row_meta) else {}
+        row_attrs = _attrs({"id": t.row_ids.get(i), **{f"data-{k}": v for k, v in meta.items()}})
         cells = []
         for j, c in enumerate(row):
             classes = (["best"] if (i, j) in t.best else []) + ([c] if c in _STATUS else [])
             if t.headers[j] == "detail":
                 classes.append("detail")
-            attrs = f' class="{" ".join(classes)}"' if classes else ""
-            if (i, j) in t.sort_keys:
-                attrs += f' data-v="{t.sort_keys[(i, j)]!r}"'
-            cells.append(f"<td{attrs}>{html.escape(c)}</td>")
-        body.append(f"<tr>{''.join(cells)}</tr>")
-    return f'<div class="wrap"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+            key = sort_value(t.sort_keys[(i, j)]) if (i, j) in t.sort_keys else None
+            attrs = _attrs({"class": " ".join(classes), "data-v": key, "data-col-task": t.col_tasks.get(j)})
+            text = html.escape(c)
+            if (i, j) in t.links and c:
+                text = f'<a href="#{html.escape(t.links[(i, j)])}">{text}</a>'
+            tag = "th" if j == 0 and t.row_header else "td"
+            scope = ' scope="row"' if tag == "th" else ""
+            cells.append(f"<{tag}{scope}{attrs}>{text}</{tag}>")
+        body.append(f"<tr{row_attrs}>{''.join(cells)}</tr>")
+    thead = f"<thead><tr>{head}</tr></thead>" if has_head else ""
+    label = html.escape(t.title)
+    return (f'<div class="wrap" tabindex="0" role="region" aria-label="{label} (scrolls)">'
+            f'<table class="sortable">{thead}<tbody>{"".join(body)}</tbody></table></div>')
 
 
-def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = ()) -> str:
+def _plot_links(plots: Sequence[Any]) -> dict[str, str]:
+    """Task id → the id of its first plot (the grid, else the theory scatter)."""
+    links: dict[str, str] = {}
+    for prefix in ("grid-", "theory-"):
+        for p in plots:
+            if p.name.startswith(prefix):
+                links.setdefault(p.name[len(prefix):], f"plot-{p.name}")
+    return links
+
+
+def _filters(tables: list[Table]) -> str:
+    tasks = list(dict.fromkeys(m["task"] for t in tables for m in t.row_meta if m.get("task")))
+    statuses = sorted({s for t in tables for m in t.row_meta for s in m.get("status", "").split() if s})
+    opt = lambda v: f'<option value="{html.escape(v)}">{html.escape(v)}</option>'  # noqa: E731
+    return (
+        '<form class="filters" role="search" aria-label="Filter the tables" onsubmit="return false">'
+        '<label for="f-model">Model</label><input id="f-model" type="search" size="14" placeholder="name contains">'
+        f'<label for="f-task">Task</label><select id="f-task"><option value="">all tasks</option>{"".join(map(opt, tasks))}</select>'
+        f'<label for="f-status">Status</label><select id="f-status"><option value="">any status</option>'
+        f'{"".join(map(opt, statuses))}</select></form>'
+    )
+
+
+def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "") -> str:
     """The whole report as one HTML document with no external references.
 
     `plots` are objects with `name`, `caption` and `png` (bytes), as from `compbench.report.plots.write_plots`.
     """
     title = f"{html.escape(suite_name)}: leaderboard"
-    sections = [t.title for t in tables] + (["Plots"] if plots else [])
-    nav = " ".join(f'<a href="#{_anchor(s)}">{html.escape(s)}</a>' for s in sections)
+    anchors = [(t.anchor or _anchor(t.title), t.title) for t in tables] + ([("plots", "Plots")] if plots else [])
+    nav = " ".join(f'<a href="#{a}">{html.escape(s)}</a>' for a, s in anchors)
+    links = _plot_links(plots)
     parts = [
         "<!DOCTYPE html>",
-        f'<html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{_CSS}</style></head><body>',
-        f"<h1>{title}</h1>",
-        f"<nav>{nav}</nav>",
-        "<p class=\"note\">Click a column header to sort by it; click again to reverse.</p>",
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{title}</title><style>{_CSS}</style></head><body>",
+        f"<header><h1>{title}</h1>",
+        f'<p class="headline">{html.escape(headline)}</p>' if headline else "",
+        f'<nav aria-label="Sections">{nav}</nav></header>',
+        "<main>",
+        _filters(tables),
+        '<p class="note howto">Click a column header (or focus it and press Enter) to sort by it, best first; again to '
+        "reverse. A score links to its cell's seeds, kernel and errors; a task's <em>plot</em> link to its plot.</p>",
     ]
-    for t in tables:
-        parts.append(f'<h2 id="{_anchor(t.title)}">{html.escape(t.title)}</h2>')
+    for t, (anchor, _) in zip(tables, anchors):
+        parts.append(f'<section aria-labelledby="{anchor}"><h2 id="{anchor}">{html.escape(t.title)}</h2>')
         if t.note:
             parts.append(f'<p class="note">{html.escape(t.note)}</p>')
-        parts.append(table_html(t))
+        parts.append(table_html(t, links) + "</section>")
     if plots:
-        parts.append('<h2 id="plots">Plots</h2>')
+        parts.append('<section aria-labelledby="plots"><h2 id="plots">Plots</h2>')
         for p in plots:
             data = base64.b64encode(p.png).decode("ascii")
             parts.append(f'<figure id="plot-{html.escape(p.name)}"><img alt="{html.escape(p.caption)}" '
                          f'src="data:image/png;base64,{data}"><figcaption>{html.escape(p.caption)}</figcaption></figure>')
-    parts.append(f"<script>{_JS}</script></body></html>")
-    return "\n".join(parts)
+        parts.append("</section>")
+    parts.append(f"</main><script>{_JS}</script></body></html>")
+    return "\n".join(p for p in parts if p)

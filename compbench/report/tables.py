@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -14,11 +15,18 @@ from tabulate import tabulate
 
 from compbench import __version__
 from compbench.scoring.expectations import Verdict
+from compbench.scoring.metric_facts import METRICS, score_metric
 
 BIG_SWEEP = 12  # sweeps with more members are summarised, not listed member by member
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
 BEATS_KERNEL = "†"
 NOT_RUN = ""  # the suite does not pair this model with this task
+# "Best" is not awarded within noise of chance: |mean − chance| ≤ CHANCE_SE standard errors over seeds
+# (about a 95% interval of the mean), or ≤ CHANCE_ONE_SEED when one seed leaves the noise unknown
+# (0.05 accuracy is the seed-to-seed spread typical of small networks on these tasks).
+CHANCE_SE = 2.0
+CHANCE_ONE_SEED = 0.05
+MIN_R2_CELLS = 3  # an R² over fewer held-out cells (or against a constant) says nothing
 MISSING = "missing"  # the suite pairs them, but the store has no record (e.g. an interrupted run)
 
 Expected = Iterable[tuple[str, str, str]]  # (model id, sweep group, task id) pairs the suite asks for
@@ -34,6 +42,14 @@ class Table:
     rows: list[list[str]]
     best: frozenset[tuple[int, int]] = frozenset()
     sort_keys: dict[tuple[int, int], float] = field(default_factory=dict)
+    anchor: str = ""  # the section's id in HTML (default: from the title)
+    directions: dict[int, str] = field(default_factory=dict)  # column → "higher"/"lower": the first click sorts best-first
+    col_tasks: dict[int, str] = field(default_factory=dict)  # column → the task it holds (filter, plot link)
+    row_meta: list[dict[str, str]] = field(default_factory=list)  # per row: model, task, status (for the HTML filter)
+    links: dict[tuple[int, int], str] = field(default_factory=dict)  # cell → anchor of its detail
+    row_ids: dict[int, str] = field(default_factory=dict)  # row → its anchor (link target)
+    row_header: bool = True  # the first column names the row
+    html_only: bool = False  # left out of the markdown (e.g. per-cell details)
 
     def markdown(self) -> str:
         """GitHub markdown (best cells in bold; '|' inside a cell escaped so the table stays intact)."""
@@ -43,11 +59,27 @@ class Table:
 
 
 def _score_metric(rec: dict[str, Any]) -> str:
-    return "heldout_acc" if "heldout_acc" in rec else "heldout_r2"
+    return score_metric("classification" if "heldout_acc" in rec else "regression")
 
 
 def _theory_metric(metric: str) -> str:
-    return "theory_acc" if metric == "heldout_acc" else "theory_heldout_r2"
+    return METRICS[metric].theory or ""
+
+
+def metric_header(metric: str) -> str:
+    """A column's metric as a header reads: 'accuracy ↑' (from the metric's label and direction)."""
+    fact = METRICS[metric]
+    arrow = {"higher": " ↑", "lower": " ↓"}.get(fact.direction or "", "")
+    return fact.label.removeprefix("held-out ") + arrow
+
+
+def near_chance(mean: float, std: float, n: int, chance: float | None) -> bool:
+    """Whether a score is within noise of chance: ≤ 2 SE over n seeds, or ≤ 0.05 for one seed."""
+    if chance is None or math.isnan(mean):
+        return False
+    if n > 1 and not math.isnan(std):
+        return abs(mean - chance) <= CHANCE_SE * std / math.sqrt(n) + 1e-12
+    return abs(mean - chance) <= CHANCE_ONE_SEED
 
 
 def _vals(vals: Iterable[Any]) -> list[float]:
@@ -110,6 +142,7 @@ class CellStats:
     gap_se: float = math.nan
     beats_kernel: bool = False
     best: bool = False
+    at_chance: bool = False
     is_sweep: bool = False
     n_members: int = 1
     error: str = ""
@@ -180,36 +213,73 @@ def leaderboard_cells(
             cells[(label, task)] = cell
     for task in tasks:
         col = [c for (_, t), c in cells.items() if t == task and not math.isnan(c.mean)]
+        for c in col:
+            c.at_chance = near_chance(c.mean, c.std, c.n_ok if not c.is_sweep else c.n_members, METRICS[c.metric].chance)
+        col = [c for c in col if not c.at_chance]
         if col:
-            top = max(c.mean for c in col)
+            lower = METRICS[col[0].metric].direction == "lower"
+            top = min(c.mean for c in col) if lower else max(c.mean for c in col)
             for c in col:
                 c.best = bool(abs(c.mean - top) <= 5e-4)  # ties at the shown precision are all best
     return labels, cells
 
 
-def leaderboard(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> Table:
-    """Models × tasks: held-out score mean ± std over seeds; best per column in bold."""
+def cell_anchor(model: str, task: str) -> str:
+    """The HTML id of a (model, task) cell's detail row."""
+    return "cell-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model}--{task}")
+
+
+def _task_metrics(records: list[dict[str, Any]], tasks: list[str], kinds: dict[str, str] | None) -> dict[str, str]:
+    """Task → the metric its leaderboard column holds (from the task's kind, else from its records)."""
+    out = {t: score_metric(kinds[t]) for t in tasks if kinds and t in kinds}
+    for r in records:
+        if r["task"] not in out and r.get("status") == "ok":
+            out[r["task"]] = _score_metric(r)
+    return out
+
+
+def leaderboard(
+    records: list[dict[str, Any]], tasks: list[str], expected: Expected = (), kinds: dict[str, str] | None = None,
+    plots: dict[str, str] | None = None,
+) -> Table:
+    """Models × tasks: held-out score mean ± std over seeds; best per column (above chance) in bold.
+
+    `kinds`: task → kind, for each column's metric; `plots`: task → the anchor of its plot (HTML links).
+    """
     labels, cells = leaderboard_cells(records, tasks, expected)
-    rows, best, keys = [], set(), {}
+    metrics = _task_metrics(records, tasks, kinds)
+    rows, best, keys, links, meta = [], set(), {}, {}, []
     for i, label in enumerate(labels):
         line = [label]
+        statuses = set()
         for j, task in enumerate(tasks, start=1):
             cell = cells.get((label, task))
             line.append(cell.text() if cell else NOT_RUN)
+            if cell:
+                statuses.add(cell.status)
+                if not cell.is_sweep:
+                    links[(i, j)] = cell_anchor(label, task)
             if cell and cell.best:
                 best.add((i, j))
             if cell and not math.isnan(cell.mean):
                 keys[(i, j)] = cell.mean
         rows.append(line)
+        meta.append({"model": label, "status": " ".join(sorted(statuses))})
+    headers = ["model"] + [f"{t} ({metric_header(metrics[t])})" if t in metrics else t for t in tasks]
+    directions = {j: METRICS[metrics[t]].direction or "" for j, t in enumerate(tasks, start=1) if t in metrics}
+    chances = sorted({f"{METRICS[m].label} {METRICS[m].chance:g}" for m in metrics.values() if METRICS[m].chance is not None})
     note = (
-        "Mean ± std over seeds: accuracy on held-out cells for ±1 tasks (a tie at 0 counts ½), R² against the truth "
-        f"for regression tasks; sweeps of more than {BIG_SWEEP} models: over their members. Best per column in bold. "
-        f"{BEATS_KERNEL} = beats its own kernel-theory score (accuracy, or R² for regression) by more than 2 standard "
-        "errors over seeds (needs ≥ 2 seeds). `error`: every seed failed; `(n error)`: n seeds failed; `skipped`: "
-        "invalid model (e.g. a non-PSD kernel); `missing`: the suite asks for the cell but no result is stored; "
-        "blank: the suite does not run this model on this task."
+        "Mean ± std over seeds of each column's metric on the held-out cells: accuracy for ±1 tasks (a tie at 0 "
+        f"counts ½), R² against the truth for regression tasks; sweeps of more than {BIG_SWEEP} models: over their "
+        "members. Best per column in bold, but never a score within noise of chance "
+        f"({'; '.join(chances) or 'none here'}): |mean − chance| ≤ {CHANCE_SE:g} standard errors over seeds, "
+        f"or ≤ {CHANCE_ONE_SEED:g} with one seed. {BEATS_KERNEL} = beats its own kernel-theory score by more than 2 "
+        "standard errors over seeds (needs ≥ 2 seeds). `error`: every seed failed; `(n error)`: n seeds failed; "
+        "`skipped`: invalid model (e.g. a non-PSD kernel); `missing`: the suite asks for the cell but no result is "
+        "stored; blank: the suite does not run this model on this task."
     )
-    return Table("Held-out score", note, ["model", *tasks], rows, frozenset(best), keys)
+    return Table("Held-out score", note, headers, rows, frozenset(best), keys, directions=directions,
+                 col_tasks={j: t for j, t in enumerate(tasks, start=1)}, row_meta=meta, links=links)
 
 
 def leaderboard_frame(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> pd.DataFrame:
@@ -239,6 +309,8 @@ class TheoryStats:
     additivity_std: float = math.nan
     slope_mean: float = math.nan
     theory_slope_mean: float = math.nan
+    n_heldout: int = 0
+    r2_note: str = ""  # why R²(model, theory) means nothing here ("2 cells", "theory constant"), else ""
 
 
 def _mstd(vals: Iterable[Any]) -> tuple[float, float]:
@@ -246,8 +318,30 @@ def _mstd(vals: Iterable[Any]) -> tuple[float, float]:
     return (float(np.mean(v)) if v else math.nan, float(np.std(v, ddof=1)) if len(v) > 1 else math.nan)
 
 
-def theory_stats(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> list[TheoryStats]:
-    """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes."""
+def _constant(vals: np.ndarray) -> bool:
+    # the tolerance of compbench.scoring.metrics.r2 for a constant target
+    return float(np.sum((vals - vals.mean()) ** 2)) <= 1e-12 * len(vals) * max(1.0, float(np.mean(vals**2)))
+
+
+def _r2_note(ok: list[dict[str, Any]], test_mask: np.ndarray | None) -> tuple[int, str]:
+    """(held-out cells, why an R² against the theory means nothing or "")."""
+    n = int(test_mask.sum()) if test_mask is not None else int(ok[0].get("n_test") or 0) if ok else 0
+    if n and n < MIN_R2_CELLS:
+        return n, f"{n} cell{'s' if n > 1 else ''}"
+    if test_mask is not None:
+        theory = [np.asarray(r["theory_predictions"], dtype=float) for r in ok if r.get("theory_predictions") is not None]
+        if theory and len(theory[0]) == len(test_mask) and all(_constant(t[test_mask]) for t in theory):
+            return n, "theory constant"
+    return n, ""
+
+
+def theory_stats(
+    records: list[dict[str, Any]], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
+) -> list[TheoryStats]:
+    """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes.
+
+    `heldout`: task → its held-out mask, to tell when R² against the theory means nothing (< 3 cells, constant theory).
+    """
     expected = list(expected)
     members, big = _rows_key(records)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
@@ -275,6 +369,7 @@ def theory_stats(records: list[dict[str, Any]], tasks: list[str], expected: Expe
                 st.max_abs_diff = max(_vals(r.get("theory_max_abs_diff") for r in ok), default=math.nan)
                 st.slope_mean = _mstd(r.get("slope") for r in ok)[0]
                 st.theory_slope_mean = _mstd(r.get("theory_slope") for r in ok)[0]
+                st.n_heldout, st.r2_note = _r2_note(ok, (heldout or {}).get(task))
             out.append(st)
     return out
 
@@ -285,40 +380,53 @@ def _fmt(mean: float, std: float = math.nan) -> str:
     return f"{mean:.3f}" if math.isnan(std) else f"{mean:.3f} ± {std:.3f}"
 
 
-def theory_table(records: list[dict[str, Any]], tasks: list[str] | None = None, expected: Expected = ()) -> Table:
+def theory_table(
+    records: list[dict[str, Any]], tasks: list[str] | None = None, expected: Expected = (),
+    heldout: dict[str, np.ndarray] | None = None,
+) -> Table:
     """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes."""
     tasks = tasks if tasks is not None else list(dict.fromkeys(r["task"] for r in records))
-    rows, keys = [], {}
-    for i, st in enumerate(theory_stats(records, tasks, expected)):
+    rows, keys, meta, links = [], {}, [], {}
+    for i, st in enumerate(theory_stats(records, tasks, expected, heldout)):
         name = f"{st.model} (worst of {st.worst_of})" if st.worst_of > 1 else st.model
+        meta.append({"model": name, "task": st.task, "status": st.status})
+        if st.worst_of == 1:
+            links[(i, 1)] = cell_anchor(st.model, st.task)
         if st.status in ("error", "skipped", MISSING):
             rows.append([name, st.task, *[st.status] * 6])
             continue
         kernel = f"{st.theory_kernel or '–'}/{st.theory_objective or '–'}" + (" (some seeds failed)" if st.status == "partial" else "")
+        r2_text = f"n/a ({st.r2_note})" if st.r2_note else _fmt(st.theory_r2_mean, st.theory_r2_std)
         rows.append([
-            name, st.task, kernel, _fmt(st.theory_r2_mean, st.theory_r2_std),
+            name, st.task, kernel, r2_text,
             "–" if math.isnan(st.max_abs_diff) else f"{st.max_abs_diff:.2e}",
             _fmt(st.additivity_mean, st.additivity_std), _fmt(st.slope_mean), _fmt(st.theory_slope_mean),
         ])
-        for j, v in ((3, st.theory_r2_mean), (4, st.max_abs_diff), (5, st.additivity_mean), (6, st.slope_mean), (7, st.theory_slope_mean)):
+        for j, v in ((3, math.nan if st.r2_note else st.theory_r2_mean), (4, st.max_abs_diff), (5, st.additivity_mean), (6, st.slope_mean), (7, st.theory_slope_mean)):
             if not math.isnan(v):
                 keys[(i, j)] = v
     note = (
         "R² and max |Δ| compare each model's held-out predictions with the kernel-theory prediction for the same split "
         "(its own kernel and objective); additivity is the held-out R² of the conjunction-wise additive fit "
         "(1 = the model only adds up values of conjunctions seen in training). Slopes: held-out prediction against the "
-        "truth (regression tasks), for the model and for its theory. Mean ± std over seeds; big sweeps: their worst member."
+        "truth (regression tasks), for the model and for its theory. Mean ± std over seeds; big sweeps: their worst member. "
+        f"R² is shown as n/a on fewer than {MIN_R2_CELLS} held-out cells or where the theory predicts one constant "
+        "value (an R² against a constant is 1 or 0 by convention, not a measure): read max |model − theory| there."
     )
-    headers = ["model", "task", "theory kernel/objective", "R²(model, theory)", "max |model − theory|", "additivity R²",
+    headers = ["model", "task", "theory kernel/objective", "R²(model, theory) ↑", "max |model − theory| ↓", "additivity R²",
                "slope", "theory slope"]
-    return Table("Agreement with the kernel theory and conjunction-wise additivity", note, headers, rows, sort_keys=keys)
+    return Table("Agreement with the kernel theory and conjunction-wise additivity", note, headers, rows, sort_keys=keys,
+                 anchor="theory", directions={3: "higher", 4: "lower"}, row_meta=meta, links=links)
 
 
-def theory_frame(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> pd.DataFrame:
-    """The theory table as typed rows, for theory.csv."""
+def theory_frame(
+    records: list[dict[str, Any]], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
+) -> pd.DataFrame:
+    """The theory table as typed rows, for theory.csv (r2_note says when theory_r2_mean means nothing)."""
     columns = list(TheoryStats.__dataclass_fields__)
-    frame = pd.DataFrame([asdict(s) for s in theory_stats(records, tasks, expected)], columns=columns)
-    return frame.astype({"worst_of": int, **{c: float for c in columns[6:]}})
+    frame = pd.DataFrame([asdict(s) for s in theory_stats(records, tasks, expected, heldout)], columns=columns)
+    floats = [c for c, f in TheoryStats.__dataclass_fields__.items() if f.type == "float"]
+    return frame.astype({"worst_of": int, "n_heldout": int, **{c: float for c in floats}})
 
 
 def sweep_table(records: list[dict[str, Any]]) -> Table | None:
@@ -330,17 +438,20 @@ def sweep_table(records: list[dict[str, Any]]) -> Table | None:
     for r in records:
         if r["group"] in big and r["status"] == "ok":
             by[(r["group"], r["task"])][r["model"]].append(r[_score_metric(r)])
-    rows = []
+    rows, keys, meta = [], {}, []
     for (group, task), per_member in sorted(by.items()):
         means = [float(np.mean(v)) for v in per_member.values()]
         recs = [r for r in records if r["group"] == group and r["task"] == task]
         skipped = len({r["model"] for r in recs if r["status"] == "skipped"})
         failed = len({r["model"] for r in recs if r["status"] == "error"})
-        rows.append([group, task, str(len(means)), str(skipped), str(failed), str(sum(m >= 1 - 1e-9 for m in means)),
-                     f"{np.mean(means):.3f}"])
-    headers = ["sweep", "task", "models scored", "skipped (invalid)", "failed", "perfect held-out", "mean held-out"]
+        values = [len(means), skipped, failed, sum(m >= 1 - 1e-9 for m in means), float(np.mean(means))]
+        i = len(rows)
+        rows.append([group, task, *map(str, values[:4]), f"{values[4]:.3f}"])
+        keys.update({(i, j): float(v) for j, v in enumerate(values, start=2)})
+        meta.append({"model": group, "task": task, "status": "error" if failed else "ok"})
+    headers = ["sweep", "task", "models scored", "skipped (invalid)", "failed", "perfect held-out ↑", "mean held-out ↑"]
     note = f"Sweeps of more than {BIG_SWEEP} models: how many members reach a perfect held-out score."
-    return Table("Sweeps", note, headers, rows)
+    return Table("Sweeps", note, headers, rows, sort_keys=keys, directions={5: "higher", 6: "higher"}, row_meta=meta)
 
 
 def expectations_table(verdicts: list[Verdict]) -> Table:
@@ -348,15 +459,16 @@ def expectations_table(verdicts: list[Verdict]) -> Table:
     rows = [[v.expectation, v.claim, v.subject, v.task, f"{v.measured:.4g}", v.threshold, v.status, v.detail] for v in verdicts]
     headers = ["expectation", "claim", "model", "task", "measured", "threshold", "verdict", "detail"]
     keys = {(i, 4): v.measured for i, v in enumerate(verdicts) if not math.isnan(v.measured)}
+    meta = [{"model": v.subject, "task": v.task, "status": v.status} for v in verdicts]
     note = "" if verdicts else "No expectations were judged (the suite has none, or only part of it ran)."
-    return Table("Expectations", note, headers, rows, sort_keys=keys)
+    return Table("Expectations", note, headers, rows, sort_keys=keys, row_meta=meta)
 
 
-def summary_table(summary: dict[str, Any], verdicts: list[Verdict]) -> Table:
-    """Run summary: device, wall time, cells, version, verdicts."""
+def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Sequence[tuple[str, str]] = ()) -> Table:
+    """Run summary: `facts` first (date, commit), then version, device, wall time, cells, verdicts."""
     n_pass = sum(v.passed for v in verdicts)
     wall = summary.get("wall_time", float("nan"))
-    rows = [
+    rows = [[k, v] for k, v in facts] + [
         ["compbench", __version__],
         ["device", str(summary.get("device", "?"))],
         ["executor", str(summary.get("executor", "local"))],
@@ -372,24 +484,57 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict]) -> Table:
     return Table("Run summary", "", ["", ""], rows)
 
 
-def report_tables(
-    task_ids: list[str], records: list[dict[str, Any]], verdicts: list[Verdict], summary: dict[str, Any],
-    expected: Expected = (),
-) -> list[Table]:
-    """Every table of the report, in order."""
-    expected = list(expected)
-    tables = [summary_table(summary, verdicts), leaderboard(records, task_ids, expected), theory_table(records, task_ids, expected)]
+def detail_table(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> Table:
+    """Per (model, task) cell: every seed's score, the theory's kernel, wall time and error text (HTML link targets)."""
+    labels, cells = leaderboard_cells(records, tasks, expected)
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by[(r["model"], r["task"])].append(r)
+    rows, ids, meta = [], {}, []
+    for label in labels:
+        for task in tasks:
+            cell = cells.get((label, task))
+            if cell is None or cell.is_sweep:
+                continue
+            recs = sorted(by.get((label, task), []), key=lambda r: r["seed"])
+            seeds = " · ".join(
+                f"{r['seed']}: {r[_score_metric(r)]:.3f}" if r["status"] == "ok" and r.get(_score_metric(r)) is not None
+                else f"{r['seed']}: {r['status']}" for r in recs
+            )
+            ok = [r for r in recs if r["status"] == "ok"]
+            kernel = f"{ok[0].get('theory_kernel') or '–'}/{ok[0].get('theory_objective') or '–'}" if ok else "–"
+            wall = sum(float(r.get("wall_time") or 0.0) for r in recs)
+            errors = list(dict.fromkeys(str(r.get("error", "")) for r in recs if r["status"] != "ok" and r.get("error")))
+            ids[len(rows)] = cell_anchor(label, task)
+            meta.append({"model": label, "task": task, "status": cell.status})
+            rows.append([label, task, cell.status, seeds or "–", kernel, f"{wall:.2f} s" if recs else "–", "; ".join(errors)])
+    headers = ["model", "task", "status", "seed: score", "theory kernel/objective", "wall time", "detail"]
+    note = "Every (model, task) cell seed by seed; a leaderboard cell links here."
+    return Table("Cell details", note, headers, rows, row_meta=meta, row_ids=ids, html_only=True, anchor="cell-details")
+
+
+def report_tables(ctx: Any) -> list[Table]:
+    """Every table of the report, in order, from a `compbench.report.writers.ReportContext`."""
+    from compbench.report.legend import models_table, run_facts, tasks_table
+
+    task_ids, expected, records = ctx.task_ids, list(ctx.expected), ctx.records
+    kinds = {t: d.kind for t, d in ctx.tasks.items()}
+    heldout = {t: d.test_mask for t, d in ctx.tasks.items()}
+    tables = [summary_table(ctx.summary, ctx.verdicts, run_facts(ctx)), tasks_table(ctx), models_table(ctx),
+              leaderboard(records, task_ids, expected, kinds), theory_table(records, task_ids, expected, heldout)]
     sweeps = sweep_table(records)
     if sweeps:
         tables.append(sweeps)
-    tables.append(expectations_table(verdicts))
+    tables += [expectations_table(ctx.verdicts), detail_table(records, task_ids, expected)]
     return tables
 
 
-def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = ()) -> str:
-    """The leaderboard markdown file; plots are (file name under plots/, caption)."""
-    lines = [f"# {suite_name}: leaderboard", ""]
+def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "") -> str:
+    """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title."""
+    lines = [f"# {suite_name}: leaderboard", ""] + ([headline, ""] if headline else [])
     for t in tables:
+        if t.html_only:
+            continue
         lines += [f"## {t.title}", ""] + ([t.note, ""] if t.note else []) + [t.markdown(), ""]
     if plots:
         lines += ["## Plots", ""]

@@ -45,7 +45,7 @@ class ReportContext:
         """Every table of the report (compbench.report.tables.Table), in order."""
         from compbench.report.tables import report_tables
 
-        return report_tables(self.task_ids, self.records, self.verdicts, self.summary, self.expected)
+        return report_tables(self)
 
     @cached_property
     def plots(self) -> list[Any]:
@@ -108,11 +108,12 @@ class MarkdownWriter(Reporter):
     """leaderboard.md: every table, and the plots when png is written too."""
 
     def write(self, ctx: ReportContext) -> list[Path]:
+        from compbench.report.legend import headline
         from compbench.report.tables import markdown_report
 
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         path = ctx.out_dir / "leaderboard.md"
-        path.write_text(markdown_report(ctx.loaded.name, ctx.tables, shown), encoding="utf-8")
+        path.write_text(markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx)), encoding="utf-8")
         return [path]
 
 
@@ -128,7 +129,7 @@ class CsvWriter(Reporter):
 
         csvs = {
             "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected),
-            "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected),
+            "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected, {t: d.test_mask for t, d in ctx.tasks.items()}),
             "records.csv": records_frame(ctx.records),
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
                                              columns=[*Verdict.__dataclass_fields__, "verdict"]),
@@ -146,9 +147,10 @@ class HtmlWriter(Reporter):
 
     def write(self, ctx: ReportContext) -> list[Path]:
         from compbench.report.html import html_report
+        from compbench.report.legend import headline
 
         path = ctx.out_dir / "leaderboard.html"
-        path.write_text(html_report(ctx.loaded.name, ctx.tables, ctx.plots), encoding="utf-8")
+        path.write_text(html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx)), encoding="utf-8")
         return [path]
 
 
