@@ -15,6 +15,7 @@ def _err(msg: str) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
+    from compbench.report import terminal
     from compbench.report.publish import parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
@@ -52,10 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
         f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
     )
-    for v in verdicts:
-        if not v.passed:
-            print(f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})")
-    print(f"wrote {len(paths)} report files to {out_dir}: " + ", ".join(p.name for p in paths if p.suffix != ".png"))
+    terminal.print_leaderboard(loaded, summary.records, verdicts)  # the compact leaderboard, then each failing expectation
+    terminal.print_files(out_dir, paths)
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -64,6 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild a suite's tables from its stored records, without training."""
+    from compbench.report import terminal
     from compbench.report.publish import NoResultsError, parse_formats, rebuild
     from compbench.suite import load_suite
 
@@ -76,6 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     n_fail = sum(not v.passed for v in verdicts)
+    terminal.print_report_end(out_dir, loaded, verdicts, paths)
     print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; wrote {len(paths)} files to {out_dir}")
     return EXIT_FAILED if n_fail else EXIT_OK
 

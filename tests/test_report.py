@@ -96,6 +96,8 @@ def published(tmp_path_factory):
     loaded = parse_suite(SUITE, "golden.yaml")
     with pytest.MonkeyPatch.context() as mp:  # the golden file does not change with each release
         mp.setattr("compbench.report.tables.__version__", "0.0.0")
+        mp.setattr("compbench.report.legend.run_date", lambda out_dir: "2026-01-02 03:04 UTC")
+        mp.setattr("compbench.report.legend.git_commit", lambda: "abc1234")
         verdicts, paths = publish(out, loaded, fixed_records(), SUMMARY)
     return out, verdicts, paths
 

@@ -1,0 +1,95 @@
+"""The end of `compbench run` and `compbench report`: a compact leaderboard, the failing expectations, where the files are.
+
+A rich table on a terminal; plain text (one line per model) when the output is a pipe or a file.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from compbench.report.tables import CellStats, leaderboard_cells, metric_header
+from compbench.scoring.metric_facts import score_metric
+
+
+def _cell(c: CellStats | None) -> str:
+    if c is None:
+        return ""
+    if math.isnan(c.mean):
+        return c.status
+    text = f"{c.mean:.3f}" + (" ±" + f"{c.std:.2f}" if c.n_ok > 1 and not math.isnan(c.std) else "")
+    return text + (" (err)" if c.n_error else "")
+
+
+def compact_rows(loaded: Any, records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], set[tuple[int, int]]]:
+    """Headers ('model', 'te acc ↑', …), one row per model, and the (row, column) cells that are best."""
+    tasks = [t.id for t in loaded.suite.tasks]
+    expected = [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
+    labels, cells = leaderboard_cells(records, tasks, expected)
+    kinds = getattr(loaded, "task_kinds", {}) or {}
+    headers = ["model"] + [f"{t} {metric_header(score_metric(kinds[t]))}" if t in kinds else t for t in tasks]
+    rows, best = [], set()
+    for i, label in enumerate(labels):
+        row = [label]
+        for j, t in enumerate(tasks, start=1):
+            c = cells.get((label, t))
+            row.append(_cell(c))
+            if c is not None and c.best:
+                best.add((i, j))
+        rows.append(row)
+    return headers, rows, best
+
+
+def _plain(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]]) -> str:
+    from tabulate import tabulate
+
+    marked = [[f"{c}*" if (i, j) in best else c for j, c in enumerate(r)] for i, r in enumerate(rows)]
+    return tabulate(marked, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def _rich(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]], out: TextIO) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="held-out score (mean ± std over seeds; bold = best, above chance)", title_justify="left")
+    for j, h in enumerate(headers):
+        table.add_column(h, justify="left" if j == 0 else "right", no_wrap=j == 0)
+    for i, r in enumerate(rows):
+        table.add_row(*[f"[bold green]{c}[/]" if (i, j) in best else c for j, c in enumerate(r)])
+    Console(file=out).print(table)
+
+
+def print_leaderboard(loaded: Any, records: list[dict[str, Any]], verdicts: list[Any], out: TextIO | None = None) -> None:
+    """The compact leaderboard, then every failing expectation (rich on a TTY, plain text otherwise)."""
+    out = out or sys.stdout
+    headers, rows, best = compact_rows(loaded, records)
+    if rows:
+        if out.isatty():
+            _rich(headers, rows, best, out)
+        else:
+            print("held-out score (mean ± std over seeds; * = best, above chance)", file=out)
+            print(_plain(headers, rows, best), file=out)
+    for v in verdicts:
+        if not v.passed:
+            print(f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})", file=out)
+
+
+def print_files(out_dir: Path, paths: list[Path], out: TextIO | None = None) -> None:
+    """Where the report is: the leaderboard files first, the count of the others."""
+    out = out or sys.stdout
+    main = [p for p in paths if p.name in ("leaderboard.html", "leaderboard.md")]
+    rest = [p.name for p in paths if p not in main and p.suffix not in (".png", ".svg")]
+    n_plots = sum(p.suffix == ".png" for p in paths)
+    print(f"report: {', '.join(str(p) for p in main) or out_dir}"
+          + (f" (and {', '.join(rest)}" + (f", {n_plots} plots" if n_plots else "") + f" in {out_dir})" if rest or n_plots else ""),
+          file=out)
+
+
+def print_report_end(out_dir: Path, loaded: Any, verdicts: list[Any], paths: list[Path], out: TextIO | None = None) -> None:
+    """The end of `compbench report`: the compact leaderboard of the stored records, failing expectations, the files."""
+    from compbench.report.publish import stored_records
+
+    print_leaderboard(loaded, stored_records(out_dir, loaded), verdicts, out)
+    print_files(out_dir, paths, out)
