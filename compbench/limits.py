@@ -41,4 +41,5 @@ class TooLargeError(ValueError):
 
     def __init__(self, what: str, asked: int, limit: int, option: str) -> None:
         self.asked, self.limit = asked, limit
-        super().__init__(f"{what}: {asked:,} asked for, the limit is {limit:,} (raise it with {option} if you mean it)")
+        shown = f"{asked:,}" if asked < 10**15 else f"{asked:.3e}"  # 40 components of 9 values: 1.478e+38, not 39 digits
+        super().__init__(f"{what}: {shown} asked for, the limit is {limit:,} (raise it with {option} if you mean it)")

@@ -75,10 +75,23 @@ def _identity(v: Any) -> Any:
     return (type(v).__name__, repr(v))
 
 
+def _non_finite(v: Any) -> float | None:
+    """The first NaN or infinity anywhere in a value (lists and mappings included), or None."""
+    if isinstance(v, float):
+        return None if math.isfinite(v) else v
+    items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+    for item in items:
+        bad = _non_finite(item)
+        if bad is not None:
+            return bad
+    return None
+
+
 def _axis_problem(values: list[Any]) -> str | None:
-    bad = [v for v in values if isinstance(v, float) and not math.isfinite(v)]
-    if bad:
-        return f"sweep values must be finite, got {bad[0]}"
+    for v in values:
+        bad = _non_finite(v)
+        if bad is not None:
+            return f"sweep values must be finite, got {bad}" + ("" if isinstance(v, float) else f" in {v!r}")
     seen: set[Any] = set()
     for v in values:
         key = _identity(v)
@@ -139,6 +152,15 @@ def sweep_size(entry: ModelEntry) -> int:
     return size
 
 
+def sweep_too_large(entry: ModelEntry) -> TooLargeError | None:
+    """The error for a sweep with more members than the limit (axis lengths shown), or None."""
+    size = sweep_size(entry)
+    if size <= limits().models:
+        return None
+    shape = " × ".join(f"{axis_length(spec):,} ({key})" for key, spec in entry.sweep.items())
+    return TooLargeError(f"sweep members {shape}", size, limits().models, "--max-models")
+
+
 def expand_model(
     i: int, entry: ModelEntry, suite_seeds: tuple[int, ...], lines: LineMap, issues: list[SuiteIssue]
 ) -> list[ModelSpec]:
@@ -151,9 +173,9 @@ def expand_model(
     except UnknownAdapterError as exc:
         issues.append(lines.issue(("models", i, "adapter"), str(exc)))
         return []
-    size = sweep_size(entry)
-    if size > limits().models:
-        issues.append(lines.issue(("models", i, "sweep"), str(TooLargeError("sweep members", size, limits().models, "--max-models"))))
+    too_large = sweep_too_large(entry)
+    if too_large is not None:
+        issues.append(lines.issue(("models", i, "sweep"), str(too_large)))
         return []
     axes: dict[str, list[Any]] = {}
     labels: dict[str, list[str]] = {}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
 
 from compbench.limits import limits
 
@@ -54,7 +54,27 @@ class Geomspace(_Strict):
         return v
 
 
-SweepValues = list[Any] | Linspace | Geomspace
+def _sweep_kind(v: Any) -> str | None:
+    """Which form a sweep axis takes, so a mistake in one form is reported once, not once per form."""
+    if isinstance(v, (Linspace, Geomspace)):
+        return type(v).__name__.lower()
+    if isinstance(v, list):
+        return "list"
+    if isinstance(v, dict):
+        for kind in ("linspace", "geomspace"):
+            if kind in v:
+                return kind
+    return None
+
+
+SweepValues = Annotated[
+    Annotated[list[Any], Tag("list")] | Annotated[Linspace, Tag("linspace")] | Annotated[Geomspace, Tag("geomspace")],
+    Discriminator(
+        _sweep_kind,
+        custom_error_type="sweep_axis",
+        custom_error_message="a sweep axis is a list of values, {linspace: [start, stop, num]} or {geomspace: [start, stop, num]}",
+    ),
+]
 
 
 def check_seeds(v: int | list[int] | None) -> int | list[int] | None:

@@ -29,7 +29,9 @@ class SuiteIssue:
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line else self.file
-        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        text = f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+        # One issue, one line: a control character quoted from the file (a line break, \x1e) is escaped.
+        return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class SuiteError(ValueError):
@@ -44,7 +46,10 @@ def format_loc(loc: tuple[Any, ...]) -> str:
     """('models', 0, 'params', 'lr') → 'models[0].params.lr'."""
     out = ""
     for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if not isinstance(part, int):
+            # A key with control characters (a line break, \x1e) is shown escaped: one issue, one line.
+            part = str(part) if str(part).isprintable() else ascii(str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out
 
 
@@ -191,6 +196,8 @@ def validation_issues(exc: ValidationError, lines: LineMap, prefix: tuple[Any, .
             if isinstance(part, int) or loc + (part,) in lines.lines or (j == len(parts) - 1 and err["type"] == "missing"):
                 loc = loc + (part,)
         msg = err["msg"]
+        if err["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")  # pydantic's prefix says nothing a user needs
         if err["type"] == "extra_forbidden":
             msg = f"unknown field {parts[-1]!r}"
         out.append(lines.issue(loc, msg))

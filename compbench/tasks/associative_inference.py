@@ -28,8 +28,8 @@ class AssociativeInferenceParams(TaskParams):
 def build_associative_inference(p: AssociativeInferenceParams) -> TaskData:
     """Infer A–C from trained A–B and B–C links."""
     n = 3 * p.chains
+    cells = grid((n, n))  # sized first: a huge chain count is refused before anything is allocated
     chain, pos = np.arange(n) // 3, np.arange(n) % 3
-    cells = grid((n, n))
     a, b = cells[:, 0], cells[:, 1]
     y = np.where(chain[a] == chain[b], 1.0, -1.0)
     a_c = ((pos[a] == 0) & (pos[b] == 2)) | ((pos[a] == 2) & (pos[b] == 0))

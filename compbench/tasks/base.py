@@ -74,9 +74,18 @@ def grid(n_values: tuple[int, ...] | list[int]) -> np.ndarray:
     for n in n_values:
         size *= int(n)
     if size > limits().cells_per_task:
-        shape = " × ".join(str(int(n)) for n in n_values)
-        raise TooLargeError(f"the task's grid has {shape} cells", size, limits().cells_per_task, "--max-cells")
-    return np.array(list(itertools.product(*(range(n) for n in n_values))), dtype=np.int64).reshape(-1, len(n_values))
+        raise TooLargeError(f"the task's grid ({_shape(n_values)}) in cells", size, limits().cells_per_task, "--max-cells")
+    # np.indices in C order is itertools.product order, without a Python tuple per cell.
+    return np.indices(tuple(int(n) for n in n_values), dtype=np.int64).reshape(len(n_values), -1).T.copy()
+
+
+def _shape(n_values: tuple[int, ...] | list[int]) -> str:
+    """'9 × 9' for few components; '40 components of 9 values' rather than forty factors."""
+    ns = [int(n) for n in n_values]
+    if len(ns) <= 6:
+        return " × ".join(str(n) for n in ns)
+    lo, hi = min(ns), max(ns)
+    return f"{len(ns)} components of {lo if lo == hi else f'{lo}..{hi}'} values"
 
 
 def validate_split(task: TaskData) -> None:
