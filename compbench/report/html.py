@@ -26,11 +26,13 @@ h1,h2,p,nav,figcaption{overflow-wrap:anywhere}
 nav a{margin-right:1em;display:inline-block}
 .filters{display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center;margin:.6em 0;font-size:14px}
 .filters input,.filters select{font:inherit;font-size:14px;padding:2px 4px;max-width:100%}
-.wrap{overflow:auto;max-height:80vh;max-width:100%;margin:.5em 0 1.5em;border:1px solid #ccc}
+.wrap{overflow:auto;max-height:80vh;width:fit-content;max-width:100%;margin:.5em 0 1.5em;border:1px solid #ccc}
+dl.facts{display:flex;flex-wrap:wrap;gap:.2em 1.4em;margin:.5em 0;font-size:14px}
+dl.facts div{display:flex;gap:.4em}dl.facts dt{color:#444}dl.facts dd{margin:0;font-weight:600}
 table{border-collapse:separate;border-spacing:0;font-size:13px}
 th,td{border-right:1px solid #ccc;border-bottom:1px solid #ccc;padding:3px 8px;text-align:left;white-space:nowrap;
  vertical-align:top}
-td.detail{white-space:normal;min-width:20em}
+td.detail{white-space:normal;min-width:16em;max-width:32em}
 thead th{background:#eee;position:sticky;top:0;z-index:2}
 thead th:first-child{left:0;z-index:3}
 tbody th{background:#f7f7f7;position:sticky;left:0;z-index:1;font-weight:600}
@@ -100,6 +102,7 @@ function apply(){
 """
 
 _STATUS = {"error", "missing", "skipped", "PASS", "FAIL"}
+_PROSE = {"detail", "what it asks", "description"}  # columns of sentences: they wrap instead of widening the table
 _BIG = 1.7976931348623157e308  # ±inf sorts as the largest finite float: JavaScript's parseFloat reads "inf" as NaN
 
 
@@ -137,7 +140,7 @@ def table_html(t: Table, plot_links: dict[str, str] | None = None) -> str:
         cells = []
         for j, c in enumerate(row):
             classes = (["best"] if (i, j) in t.best else []) + ([c] if c in _STATUS else [])
-            if t.headers[j] == "detail":
+            if t.headers[j] in _PROSE:
                 classes.append("detail")
             key = sort_value(t.sort_keys[(i, j)]) if (i, j) in t.sort_keys else None
             attrs = _attrs({"class": " ".join(classes), "data-v": key, "data-col-task": t.col_tasks.get(j)})
@@ -152,6 +155,12 @@ def table_html(t: Table, plot_links: dict[str, str] | None = None) -> str:
     label = html.escape(t.title)
     return (f'<div class="wrap" tabindex="0" role="region" aria-label="{label} (scrolls)">'
             f'<table class="sortable">{thead}<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def facts_html(t: Table) -> str:
+    """A two-column table without headers (the run summary) as one wrapping line of name: value pairs."""
+    items = "".join(f"<div><dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd></div>" for k, v, *_ in t.rows)
+    return f'<dl class="facts">{items}</dl>'
 
 
 def _plot_links(plots: Sequence[Any]) -> dict[str, str]:
@@ -203,7 +212,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         parts.append(f'<section aria-labelledby="{anchor}"><h2 id="{anchor}">{html.escape(t.title)}</h2>')
         if t.note:
             parts.append(f'<p class="note">{html.escape(t.note)}</p>')
-        parts.append(table_html(t, links) + "</section>")
+        parts.append((facts_html(t) if not any(t.headers) else table_html(t, links)) + "</section>")
     if plots:
         parts.append('<section aria-labelledby="plots"><h2 id="plots">Plots</h2>')
         for p in plots:

@@ -1,0 +1,288 @@
+"""The HTML report in a real browser: headless Chromium (Debian's package) driven by Selenium through the
+system chromedriver (`.ci/run` installs both). A tiny suite is run into a temporary directory and its
+leaderboard.html loaded from disk.
+
+Checked: no console errors and no request leaving the file (the page is self-contained); numeric
+sorting of a score column (best first on the first click, by the metric's direction) and of a sweep
+column; keyboard sorting with aria-sort; the header row and the model column stay in view while the
+table scrolls; at 390 px no text below 12 px and nothing wider than the viewport outside a table's
+scroll box; printing keeps every column (the verdicts too); the filters; a score's link to its cell
+details; and axe-core (vendored under tests/fixtures/axe, MPL-2.0) finds no serious or critical violation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compbench.cli import main
+
+if os.environ.get("COMPBENCH_REQUIRE_BROWSER"):  # .ci/run: a missing browser is a failure, not a skip
+    import selenium  # noqa: F401
+    assert shutil.which("chromium") and shutil.which("chromedriver"), "COMPBENCH_REQUIRE_BROWSER set but chromium is missing"
+selenium = pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[test]')")
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER),
+    reason="headless Chromium is not installed (apt-get install -y chromium chromium-driver; .ci/run does this)",
+)
+AXE = Path(__file__).parent / "fixtures" / "axe" / "axe.min.js"
+
+SUITE = """\
+name: tiny
+description: a few seconds of kernels and a small network, for the browser tests
+seeds: 2
+tasks:
+  - {id: te, family: transitive_equivalence, params: {classes: [2, 2], train_items: [1, 1]}}
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}, description: "symbolic addition, anchor value 0"}
+  - {id: cd-1, family: context_dependence, params: {preset: CD-1}}
+  - {id: cd-2, family: context_dependence, params: {preset: CD-2}}
+  - {id: cd-3, family: context_dependence, params: {preset: CD-3}}
+models:
+  - {id: kernel-relu, adapter: kernel, params: {kernel: relu_ntk, depth: 1}, description: infinite-width ReLU NTK}
+  - {id: mlp, adapter: mlp, params: {width: 32, max_steps: 300, lr: 0.05}, tasks: [te, add], description: a small MLP}
+  - id: ovl
+    adapter: kernel
+    description: overlap kernels, listed member by member
+    params: {kernel: overlap, weights: [0.0, 0.0, 1.0]}
+    sweep: {weights.1: {linspace: [0.0, 0.45, 10]}}
+    tasks: [te, add]
+  - id: cd-sweep
+    adapter: kernel
+    description: overlap kernels on context dependence, summarised
+    params: {kernel: overlap, weights: [0.0, 0.0, 0.0, 1.0], relative: {1: 0.0}}
+    sweep: {weights.2: {linspace: [0.0, 0.3, 13]}}
+    tasks: [cd-*]
+  - id: te-sweep
+    adapter: kernel
+    description: a hundred overlap kernels on te, summarised
+    params: {kernel: overlap, weights: [0.0, 0.0, 1.0]}
+    sweep: {weights.1: {linspace: [0.0, 0.45, 100]}}
+    tasks: [te]
+expectations:
+  - {id: chance, claim: at_chance, models: [kernel-relu], tasks: [te]}
+"""
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory) -> Path:
+    """leaderboard.html of a tiny suite run (kernels and one small network, a few seconds)."""
+    tmp = tmp_path_factory.mktemp("browser")
+    suite = tmp / "tiny.yaml"
+    suite.write_text(SUITE)
+    out = tmp / "res"
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--format", "html", "--quiet"]) == 0
+    return out / "leaderboard.html"
+
+
+def _driver(width: int, height: int) -> webdriver.Chrome:
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+                f"--window-size={width},{height}", "--force-device-scale-factor=1"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(options=opts, service=Service(CHROMEDRIVER))
+
+
+@pytest.fixture(scope="module")
+def driver():
+    d = _driver(1366, 900)
+    yield d
+    d.quit()
+
+
+@pytest.fixture
+def browser(page, driver):
+    """Load the page fresh at a viewport size (a phone: mobile emulation, so the viewport meta tag applies)."""
+
+    def open_at(width: int = 1366, height: int = 900) -> webdriver.Chrome:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+        driver.get_log("browser"), driver.get_log("performance")  # drain what earlier pages logged
+        driver.get(page.as_uri())
+        return driver
+
+    return open_at
+
+
+def _column(d, table_id: str, header: str) -> list[float | str]:
+    """The sort keys (data-v, else the text) of one column of the table under section `table_id`, top to bottom."""
+    keys = d.execute_script(
+        """
+        const table = document.getElementById(arguments[0]).closest('section').querySelector('table');
+        const heads = [...table.tHead.rows[0].cells];
+        const i = heads.findIndex(h => h.querySelector('button').textContent.trim() === arguments[1]);
+        return [...table.tBodies[0].rows].map(r => { const c = r.cells[i];
+          return c.hasAttribute('data-v') ? parseFloat(c.getAttribute('data-v')) : c.textContent.trim(); });
+        """, table_id, header)
+    return [k if isinstance(k, str) else float(k) for k in keys]
+
+
+def _click_header(d, table_id: str, header: str) -> str:
+    button = d.execute_script(
+        "const t=document.getElementById(arguments[0]).closest('section').querySelector('table');"
+        "return [...t.tHead.querySelectorAll('button')].find(b => b.textContent.trim() === arguments[1]);", table_id, header)
+    button.click()
+    return button.find_element(By.XPATH, "..").get_attribute("aria-sort")
+
+
+def test_loads_without_console_errors_or_external_requests(browser):
+    d = browser()
+    assert d.title == "tiny: leaderboard"
+    errors = [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == []
+    urls = [json.loads(e["message"])["message"]["params"]["request"]["url"] for e in d.get_log("performance")
+            if json.loads(e["message"])["message"]["method"] == "Network.requestWillBeSent"]
+    assert urls and all(u.startswith(("file://", "data:")) for u in urls), urls
+    assert d.execute_script("return performance.getEntriesByType('resource').filter(e => !e.name.startsWith('data:')).length") == 0
+
+
+def test_score_column_sorts_numerically_best_first_then_reversed(browser):
+    d = browser()
+    assert _click_header(d, "held-out-score", "add (R² ↑)") == "descending"  # R² ↑: best first
+    keys = _column(d, "held-out-score", "add (R² ↑)")
+    numbers = [k for k in keys if isinstance(k, float)]
+    assert len(numbers) == 12 and numbers == sorted(numbers, reverse=True)
+    assert keys[: len(numbers)] == numbers  # numbers first, blanks after
+    assert _click_header(d, "held-out-score", "add (R² ↑)") == "ascending"
+    numbers = [k for k in _column(d, "held-out-score", "add (R² ↑)") if isinstance(k, float)]
+    assert numbers == sorted(numbers)
+    # a lower-is-better column starts ascending
+    assert _click_header(d, "theory", "max |model − theory| ↓") == "ascending"
+    diffs = [k for k in _column(d, "theory", "max |model − theory| ↓") if isinstance(k, float)]
+    assert diffs == sorted(diffs) and len(diffs) >= 20
+
+
+def test_sweep_columns_sort_numerically(browser):
+    d = browser()
+    assert _click_header(d, "sweeps", "models scored") == "ascending"
+    assert _column(d, "sweeps", "models scored") == [13.0, 13.0, 13.0, 100.0]  # as text, "100" would come first
+    assert _click_header(d, "sweeps", "perfect held-out ↑") == "descending"
+    assert _column(d, "sweeps", "perfect held-out ↑") == [12.0, 12.0, 12.0, 0.0]
+    numeric = d.execute_script("return document.getElementById('sweeps').closest('section').querySelectorAll('td[data-v]').length")
+    assert numeric == 4 * 5  # every numeric cell of the table carries its number
+
+
+def test_keyboard_sorting_and_aria_sort(browser):
+    d = browser()
+    button = d.find_element(By.XPATH, "//section[h2[@id='held-out-score']]//thead//button[starts-with(., 'te ')]")
+    button.send_keys(Keys.ENTER)
+    th = button.find_element(By.XPATH, "..")
+    assert th.get_attribute("aria-sort") == "descending"
+    button.send_keys(Keys.SPACE)
+    assert th.get_attribute("aria-sort") == "ascending"
+    others = d.find_elements(By.XPATH, "//section[h2[@id='held-out-score']]//thead//th[@aria-sort]")
+    assert len(others) == 1  # only the sorted column announces an order
+    assert d.find_elements(By.XPATH, "//main") and d.find_element(By.XPATH, "//tbody/tr/th[@scope='row']")
+
+
+def test_header_and_model_column_stay_in_view_while_the_table_scrolls(browser):
+    d = browser(390, 400)
+    pos = d.execute_script(
+        """
+        const wrap = document.getElementById('held-out-score').closest('section').querySelector('.wrap');
+        wrap.scrollIntoView();
+        const scrollable = [wrap.scrollHeight > wrap.clientHeight, wrap.scrollWidth > wrap.clientWidth];
+        wrap.scrollTop = 150; wrap.scrollLeft = 200;
+        const w = wrap.getBoundingClientRect();
+        const head = wrap.querySelector('thead th:nth-child(2)').getBoundingClientRect();
+        const row = [...wrap.querySelectorAll('tbody th')].find(th => {
+          const r = th.getBoundingClientRect(); return r.top >= w.top + 30 && r.bottom <= w.bottom; }).getBoundingClientRect();
+        return {scrollable, scrolled: [wrap.scrollTop, wrap.scrollLeft], wrapTop: w.top, headTop: head.top,
+                wrapLeft: w.left, rowLeft: row.left};
+        """)
+    assert pos["scrollable"] == [True, True] and pos["scrolled"][0] >= 50 and pos["scrolled"][1] >= 100
+    assert abs(pos["headTop"] - pos["wrapTop"]) <= 2  # the header row is pinned to the top of the scroll box
+    assert abs(pos["rowLeft"] - pos["wrapLeft"]) <= 2  # and the model names to its left edge
+
+
+def test_phone_width_has_readable_text_and_no_page_overflow(browser):
+    d = browser(390, 844)
+    assert d.execute_script("return window.innerWidth") == 390
+    width = d.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 390
+    small = d.execute_script(
+        """
+        const out = [];
+        for (const el of document.body.querySelectorAll('*')) {
+          const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+          const r = el.getBoundingClientRect();
+          if (!own || r.width === 0 || r.height === 0 || getComputedStyle(el).visibility === 'hidden') continue;
+          const size = parseFloat(getComputedStyle(el).fontSize);
+          if (size < 12) out.push(el.tagName + ' ' + size + ' ' + el.textContent.trim().slice(0, 30));
+          if (!el.closest('.wrap') && r.right > window.innerWidth + 1) out.push('overflow ' + el.tagName + ' ' + r.right);
+        }
+        return out;
+        """)
+    assert small == []
+
+
+def test_print_keeps_every_column_and_verdict(browser):
+    d = browser(800, 1000)
+    d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    clipped = d.execute_script(
+        """
+        const out = [];
+        for (const t of document.querySelectorAll('table')) {
+          const r = t.getBoundingClientRect();
+          if (r.right > window.innerWidth + 1) out.push(t.closest('section').querySelector('h2').id + ' ' + r.right);
+        }
+        return out;
+        """)
+    assert clipped == []
+    verdicts = d.find_elements(By.XPATH, "//section[h2[@id='expectations']]//td[.='PASS' or .='FAIL']")
+    assert verdicts and all(v.is_displayed() and v.rect["x"] + v.rect["width"] <= 801 for v in verdicts)
+
+
+def test_filters_by_model_task_and_status(browser):
+    d = browser()
+    d.find_element(By.ID, "f-model").send_keys("mlp")
+    rows = d.find_elements(By.XPATH, "//section[h2[@id='held-out-score']]//tbody/tr")
+    shown = [r.find_element(By.TAG_NAME, "th").text for r in rows if r.is_displayed()]
+    assert shown == ["mlp"]
+    d.find_element(By.ID, "f-model").clear()
+    d.execute_script("const s=document.getElementById('f-task'); s.value='add'; s.dispatchEvent(new Event('change'));")
+    heads = [h.text for h in d.find_elements(By.XPATH, "//section[h2[@id='held-out-score']]//thead/tr/th") if h.is_displayed()]
+    assert heads[0] == "model" and len(heads) == 2 and heads[1].startswith("add (R² ↑)")
+    theory_tasks = {r.get_attribute("data-task") for r in d.find_elements(By.XPATH, "//section[h2[@id='theory']]//tbody/tr")
+                    if r.is_displayed()}
+    assert theory_tasks == {"add"}
+    d.execute_script("const s=document.getElementById('f-task'); s.value=''; s.dispatchEvent(new Event('change'));"
+                     "const t=document.getElementById('f-status'); t.value='PASS'; t.dispatchEvent(new Event('change'));")
+    verdicts = [r.text for r in d.find_elements(By.XPATH, "//section[h2[@id='expectations']]//tbody/tr") if r.is_displayed()]
+    assert verdicts and all("PASS" in v for v in verdicts)
+
+
+def test_score_links_to_its_cell_details_and_task_header_to_its_plot(browser):
+    d = browser()
+    link = d.find_element(By.XPATH, "//section[h2[@id='held-out-score']]//tbody/tr[th='mlp']/td[1]/a")
+    link.click()
+    assert d.execute_script("return location.hash") == "#cell-mlp--te"
+    row = d.find_element(By.ID, "cell-mlp--te")
+    assert row.is_displayed() and "0: " in row.text and "1: " in row.text and "analytic_ntk" in row.text
+    plot = d.find_element(By.XPATH, "//section[h2[@id='held-out-score']]//thead//a[@class='plot']")
+    target = plot.get_attribute("href").split("#")[1]
+    assert d.find_element(By.ID, target).tag_name == "figure"
+
+
+def test_axe_finds_no_serious_or_critical_violation(browser):
+    for width in (1366, 390):
+        d = browser(width, 844)
+        d.execute_script(AXE.read_text(encoding="utf-8"))
+        d.set_script_timeout(60)
+        violations = d.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "axe.run(document).then(r => done(r.violations.map(v => [v.id, v.impact, v.nodes.length])));")
+        assert [v for v in violations if v[1] in ("serious", "critical")] == [], violations
