@@ -40,6 +40,7 @@ th button{font:inherit;font-weight:600;color:inherit;background:none;border:0;pa
 th button:focus-visible{outline:2px solid #36c;outline-offset:2px}
 th[aria-sort=ascending] button::after{content:" \\25B2"}th[aria-sort=descending] button::after{content:" \\25BC"}
 th a.plot{font-weight:normal;margin-left:.4em}
+td a{color:inherit;text-decoration:underline dotted #888;text-underline-offset:2px}td a:hover{text-decoration:underline}
 td.best{font-weight:bold;background:#e3f2e3}
 td.error,td.missing{color:#900;background:#fbeaea}td.skipped{color:#555;background:#f2f2f2}
 td.PASS{color:#060}td.FAIL{color:#900;font-weight:bold}

@@ -257,8 +257,7 @@ def leaderboard(
             line.append(cell.text() if cell else NOT_RUN)
             if cell:
                 statuses.add(cell.status)
-                if not cell.is_sweep:
-                    links[(i, j)] = cell_anchor(label, task)
+                links[(i, j)] = "sweeps" if cell.is_sweep else cell_anchor(label, task)  # a big sweep: its Sweeps row
             if cell and cell.best:
                 best.add((i, j))
             if cell and not math.isnan(cell.mean):
