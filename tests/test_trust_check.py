@@ -232,13 +232,14 @@ models:
 EXTRA = "  - id: overlap2\n    adapter: kernel\n    params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}\n"
 
 
-def test_pytest_plugin_refuses_foreign_baseline_and_fails_new_cells(pytester):
-    from compbench.cli import main
-
+def test_pytest_plugin_refuses_foreign_baseline_and_fails_new_cells(adapters_dir, pytester):
+    # Recorded in a subprocess: pytester restores sys.modules after the test, and native modules first
+    # imported inside it (torch, sklearn) crash when the next test imports them again.
     pytester.makefile(".yaml", plug=PLUG)
     res = ["--compbench-results", "res", "-p", "no:cacheprovider"]
-    assert main(["baseline", "record", "--suite", str(pytester.path / "plug.yaml"), "--out", str(pytester.path / "base.json"),
-                 "--results", str(pytester.path / "res"), "--quiet"]) == 0
+    done = cli(adapters_dir, "baseline", "record", "--suite", "plug.yaml", "--out", "base.json", "--results", "res", "--quiet",
+               cwd=pytester.path)
+    assert done.returncode == 0, done.stderr
     doc = json.loads((pytester.path / "base.json").read_text())
     (pytester.path / "foreign.json").write_text(json.dumps({**doc, "suite": "another"}))
     result = pytester.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "foreign.json")
