@@ -44,11 +44,16 @@ def test_collects_one_item_per_cell_plus_ordered_claims(suite_dir):
 
 
 def test_passes_on_its_baseline_under_xdist_and_fails_a_planted_regression(suite_dir):
-    from compbench.cli import main
+    import subprocess
+    import sys
 
     res = ["--compbench-results", "res", "-p", "no:cacheprovider"]
-    assert main(["baseline", "record", "--suite", str(suite_dir.path / "plug.yaml"), "--out", str(suite_dir.path / "base.json"),
-                 "--results", str(suite_dir.path / "res"), "--quiet"]) == 0
+    # In a subprocess: pytester restores sys.modules after this test, so torch first imported in-process
+    # here would be imported a second time by the next test and crash it.
+    recorded = subprocess.run([sys.executable, "-m", "compbench.cli", "baseline", "record", "--suite", str(suite_dir.path / "plug.yaml"),
+                               "--out", str(suite_dir.path / "base.json"), "--results", str(suite_dir.path / "res"), "--quiet"],
+                              capture_output=True, text=True, timeout=600)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
     result = suite_dir.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json", "-n", "2")
     result.assert_outcomes(passed=4)
     # Planted regression (the rich net initialised lazily) plus an expectation that cannot hold.
