@@ -3,6 +3,8 @@ crashed run; the other cells of the run are ok and cached; the conformance kit n
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import sqlite3
 import sys
@@ -16,7 +18,7 @@ from compbench.adapters import Adapter, AdapterParams, Fitted, get_adapter, regi
 from compbench.cli import main
 from compbench.runner.run import run_suite
 from compbench.store import ResultStore
-from compbench.suite import parse_suite
+from compbench.suite import SuiteError, parse_suite
 from compbench.testing import check_adapter, check_task_family
 
 # 4 × 4 additive task: 16 cells, 7 trained (one-hot: one sample per cell).
@@ -249,7 +251,13 @@ def test_sys_exit_in_a_plugin_fails_the_run_with_exit_1_not_0(tmp_path, capsys):
 
 def test_mlp_with_logistic_loss_on_a_regression_task_is_an_error_record(tmp_path):
     text = suite("contract-good") + "  - {id: mlp-log, adapter: mlp, params: {width: 16, loss: logistic, max_steps: 20}}\n"
-    run = run_suite(parse_suite(text, "c.yaml"), tmp_path, device="cpu", progress=False)
+    with pytest.raises(SuiteError, match="loss: logistic trains a max-margin model that needs ±1 targets"):
+        parse_suite(text, "c.yaml")  # validation rejects it first (test_discoverability.py) ...
+    # ... and a run that gets it anyway (a suite built in code) isolates it as an error record.
+    loaded = parse_suite(suite("contract-good") + "  - {id: mlp-log, adapter: mlp, params: {width: 16, max_steps: 20}}\n", "c.yaml")
+    log = next(m for m in loaded.models if m.id == "mlp-log")
+    loaded.models[loaded.models.index(log)] = dataclasses.replace(log, params=log.params.model_copy(update={"loss": "logistic"}))
+    run = run_suite(loaded, tmp_path, device="cpu", progress=False)
     recs = by_model(run.records)
     assert [r["status"] for r in recs["contract-good"]] == ["ok", "ok"]
     assert [r["error"] for r in recs["mlp-log"]] == ["theory solve: ValueError: kernel_svm needs labels y_train in {-1, +1} (one column)"] * 2

@@ -107,3 +107,14 @@ def test_suite_tags_select_models():
     loaded = parse_suite(TINY.replace("params: {kernel: relu_ntk}}", "params: {kernel: relu_ntk}, tags: [reference]}")
                          .replace('"@networks", ntk', '"@reference"'), "s.yaml")
     assert loaded.tags == {"ntk": {"kernels", "reference"}}
+
+
+def test_a_max_margin_model_on_a_regression_task_is_a_validation_error():
+    """#14 item 10: this suite validated, then crashed in the SVM theory solve at run time."""
+    msg = suite_error(TINY.replace("params: {kernel: relu_ntk}}", "params: {kernel: relu_ntk}}\n  - {id: logit, adapter: mlp, params: {loss: logistic}}"))
+    assert ("s.yaml:8: models[1].params: loss: logistic trains a max-margin model that needs ±1 targets, "
+            "but task(s) 'add' are regression") in msg
+    msg = suite_error(TINY.replace("params: {kernel: relu_ntk}}", "params: {kernel: relu_ntk, objective: svm}}"))
+    assert "s.yaml:7: models[0].params: objective: svm trains a max-margin model" in msg
+    parse_suite(TINY.replace("params: {kernel: relu_ntk}}", "params: {kernel: relu_ntk, objective: svm}, tasks: [te]}")
+                .replace(', ntk], tasks: [add]', '], tasks: [add]'), "s.yaml")

@@ -87,8 +87,10 @@ def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[dict[str
 
 def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str) -> None:
     """A pool worker: run the jobs sent over `conn` one at a time, send back their records."""
-    # The parent owns Ctrl-C: it stops the workers itself, so a worker never dies mid-send.
+    # The parent owns Ctrl-C and SIGTERM (a signal to the process group reaches workers too): it
+    # stops the workers itself, so a worker never dies mid-send or is recorded as a crashed job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _worker_init(tasks)
     conn.send(("ready", None))
     while True:

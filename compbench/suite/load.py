@@ -111,6 +111,7 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
             produces = kinds.get(t.id, (None, None))[1]
             if produces is not None and produces not in accepts and t.id not in wrong.setdefault(m.group, []):
                 wrong[m.group].append(t.id)
+    _check_objectives(loaded, kinds, lines, issues)
     for group, tasks in wrong.items():
         if tasks:
             entry = loaded.suite.models[index[group]]
@@ -118,6 +119,31 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
             issues.append(lines.issue(("models", index[group], "adapter"),
                                       f"adapter {entry.adapter!r} takes {' or '.join(accepts)} inputs, but task(s) "
                                       f"{', '.join(repr(t) for t in tasks)} have other inputs (their encodings); limit the model's `tasks:`"))
+
+
+def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
+    """A max-margin (SVM) model or theory needs ±1 targets: on a regression task it cannot run."""
+    from compbench.adapters import get_adapter
+
+    index = {e.id: i for i, e in enumerate(loaded.suite.models)}
+    reported: set[str] = set()
+    for m in loaded.models:
+        if m.group in reported:
+            continue
+        try:
+            objective = get_adapter(m.adapter)(m.params).theory_options().get("objective")
+        except Exception:  # noqa: BLE001 — a plugin's theory_options is checked per cell at run time
+            continue
+        if objective != "svm":
+            continue
+        regression = [t.id for t in loaded.tasks_for(m) if kinds.get(t.id, (None, None))[0] == "regression"]
+        if regression:
+            reported.add(m.group)
+            what = "loss: logistic" if "loss" in type(m.params).model_fields else "objective: svm"
+            issues.append(lines.issue(("models", index[m.group], "params"),
+                                      f"{what} trains a max-margin model that needs ±1 targets, but task(s) "
+                                      f"{', '.join(repr(t) for t in regression)} are regression; use loss: mse / a "
+                                      "regression objective, or limit the model's `tasks:`"))
 
 
 def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
