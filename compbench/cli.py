@@ -1,4 +1,4 @@
-"""The `compbench` command: run, list, validate."""
+"""The `compbench` command: run, report, check, baseline, list, show, validate."""
 
 from __future__ import annotations
 
@@ -19,13 +19,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report.publish import parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
-    from compbench.suite import add_adapter_models, load_suite, seeds_override
+    from compbench.suite import add_adapter_models, load_suite, parse_model_args, seeds_override
 
     formats = parse_formats(args.format)
     loaded = load_suite(args.suite, profile=args.profile)
+    added: list[str] = []
+    if args.model_args and not args.model:
+        _err("--model-args sets the parameters of an adapter added with --model NAME; give --model too")
+        return EXIT_USAGE
     if args.model:
-        for name in add_adapter_models(loaded, args.model):
-            print(f"adding adapter {name!r} with its default parameters on every task of {loaded.name}")
+        try:
+            model_args = parse_model_args(args.model_args or "")
+        except ValueError as exc:
+            _err(str(exc))
+            return EXIT_USAGE
+        added = add_adapter_models(loaded, args.model, model_args)
+        for name in added:
+            shown = f"parameters {args.model_args}" if args.model_args else "its default parameters"
+            print(f"adding adapter {name!r} with {shown} on every task of {loaded.name} whose inputs it takes")
+        if args.model_args and not added:
+            _err("--model-args applies only to an adapter added with --model (no model of the suite); "
+                 "to change a suite model's parameters, edit a copy of the suite")
+            return EXIT_USAGE
     if args.seeds is not None:
         if args.seeds < 1:
             _err("--seeds must be ≥ 1")
@@ -45,8 +60,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
              f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
         return EXIT_USAGE
-    # With --model only part of the suite ran: its expectations are not judged on a subset.
-    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), check=not args.model, formats=formats)
+    # With --model only part of the suite ran: expectations are judged on the models that ran, and
+    # those that match none of them are left out rather than failed.
+    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), partial=bool(args.model), formats=formats)
     n_fail = sum(not v.passed for v in verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
@@ -54,6 +70,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
     )
     terminal.print_leaderboard(loaded, summary.records, verdicts)  # the compact leaderboard, then each failing expectation
+    for name in added:
+        mine = [v for v in verdicts if v.subject == name]
+        print(f"{name}: {sum(v.passed for v in mine)}/{len(mine)} of the suite's claims about it pass"
+              + ("" if mine else " (no expectation selects it: tag-based ones use @networks / @kernels)"))
+        for v in mine:
+            print(f"  {v.status} {v.expectation} [{v.claim}] on {v.task}: measured {v.measured:.4g} (needs {v.threshold})")
     terminal.print_files(out_dir, paths)
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
@@ -194,14 +216,66 @@ def _doc_of(obj: object) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """List bundled suites, task families and adapters."""
-    from compbench.adapters import adapter_names
+    """List bundled suites and every registered extension (built-in and plugins) with one line each."""
     from compbench.suite import SUITES_DIR
-    from compbench.tasks import FAMILIES
 
-    print("suites:   " + ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))))
-    print("tasks:    " + ", ".join(sorted(FAMILIES)))
-    print("adapters: " + ", ".join(adapter_names()) + ", timm:<any timm model name>")
+    print("suites:")
+    for p in sorted(SUITES_DIR.glob("*.yaml")):
+        print(f"  {p.stem}")
+    for title, registry in _kinds():
+        print(f"{title}:")
+        for entry in registry.entries():
+            where = f" [{entry.distribution}]" if entry.distribution else ""
+            print(f"  {entry.name:<24} {_first_line(_doc_of(entry.obj))}{where}")
+        for prefix in registry.prefixes:
+            print(f"  {prefix + '<name>':<24} any model of that library, created on demand")
+        for name, why in sorted(registry.broken.items()):
+            print(f"  {name:<24} BROKEN, skipped: {why}")
+    print("`compbench show NAME` prints one's parameters with defaults and docs.")
+    return EXIT_OK
+
+
+def _params_lines(model: object) -> list[str]:
+    from pydantic import BaseModel
+
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        return ["  (no parameters)"]
+    lines = []
+    for name, info in model.model_fields.items():
+        default = "required" if info.is_required() else f"default {info.get_default(call_default_factory=True)!r}"
+        ann = str(info.annotation).replace("typing.", "")
+        ann = ann if "[" in ann or "|" in ann else getattr(info.annotation, "__name__", ann)
+        lines.append(f"  {name}: {ann} ({default})" + (f" — {info.description}" if info.description else ""))
+    return lines or ["  (no parameters)"]
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print an extension's parameters with defaults and docs (any kind; ambiguous names show every kind)."""
+    shown = 0
+    for title, registry in _kinds():
+        if args.name not in registry:
+            continue
+        entry = registry.entry(args.name)
+        obj = entry.obj
+        kind = {"task families": "task family", "encodings": "encoding", "adapters": "adapter", "claims": "claim"}.get(title, "report format")
+        print(f"{args.name} ({kind}; from {entry.source})")
+        doc = _doc_of(obj).strip()
+        if doc:
+            print("  " + doc.replace("\n", "\n  "))
+        for attr in ("inputs", "tags", "kinds", "metrics", "produces"):
+            value = getattr(obj, attr, None)
+            if value and isinstance(value, (tuple, list, str)):
+                print(f"  {attr}: {value if isinstance(value, str) else ', '.join(value)}")
+        params = getattr(obj, "Params", None) or getattr(obj, "params_model", None)
+        print("parameters:")
+        print("\n".join(_params_lines(params)))
+        shown += 1
+    if not shown:
+        from compbench.adapters import ADAPTERS
+
+        _err(f"nothing is registered as {args.name!r}; " + ADAPTERS.unknown_message(args.name).split(";", 1)[-1].strip()
+             + " — see `compbench list`")
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -216,6 +290,29 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"(after sweeps), {n_cells} cells, {len(loaded.suite.expectations)} expectations"
     )
     return EXIT_OK
+
+
+DEFAULT_FORMATS = ("md", "csv", "html", "png", "predictions")  # = compbench.report.writers.DEFAULT_FORMATS (no import at parse time)
+
+
+def _limit_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-cells", type=int, metavar="N", help="allow tasks of up to N cells (and N samples per task)")
+    p.add_argument("--max-seeds", type=int, metavar="N", help="allow up to N seeds per model")
+    p.add_argument("--max-models", type=int, metavar="N", help="allow up to N models after sweep expansion")
+
+
+def _apply_limits(args: argparse.Namespace) -> None:
+    from compbench.limits import set_limits
+
+    changes = {}
+    if getattr(args, "max_cells", None):
+        changes.update(cells_per_task=args.max_cells, samples_per_task=args.max_cells)
+    if getattr(args, "max_seeds", None):
+        changes["seeds"] = args.max_seeds
+    if getattr(args, "max_models", None):
+        changes["models"] = args.max_models
+    if changes:
+        set_limits(**changes)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,12 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gpus-per-cell", type=float, default=0.25,
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
-    run.add_argument("--format", default="md,csv,html,png", help="report formats, comma-separated (md,csv,html,png)")
+    run.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
+    run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; any registered writer)")
+    _limit_options(run)
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
     rep.add_argument("--suite", required=True, help="suite name or path")
     rep.add_argument("--out", help="results directory (default results/<suite name>)")
-    rep.add_argument("--format", default="md,csv,html,png", help="report formats, comma-separated (md,csv,html,png)")
+    rep.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)})")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--suite", required=True, help="suite name or path")
@@ -270,10 +369,14 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--allow-new", action="store_true",
                      help="accept cells the baseline does not have (by default a new cell fails the check)")
     chk.set_defaults(func=cmd_check)
-    lst = sub.add_parser("list", help="bundled suites, task families and adapters")
+    lst = sub.add_parser("list", help="bundled suites and every registered task family, encoding, adapter, claim, report format")
     lst.set_defaults(func=cmd_list)
+    show = sub.add_parser("show", help="an adapter's, task family's, encoding's, claim's or report format's parameters")
+    show.add_argument("name")
+    show.set_defaults(func=cmd_show)
     val = sub.add_parser("validate", help="check a suite file without running it")
     val.add_argument("path")
+    _limit_options(val)
     val.set_defaults(func=cmd_validate)
     return parser
 
@@ -289,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     from compbench.suite import SuiteError
 
     args = build_parser().parse_args(argv)
+    _apply_limits(args)
     # SIGTERM (a CI job cancelled, `kill`) stops the run like Ctrl-C; the exit code says which it was.
     with sigterm_as_interrupt():
         try:

@@ -19,6 +19,13 @@ import pytest
 BIG_GROUP = 12
 
 
+def _per_cell(expectation: Any) -> bool:
+    """Whether the expectation's claim is judged per (model, task) cell, or across cells (one item each)."""
+    from compbench.claims import get_claim
+
+    return get_claim(expectation.claim).per_cell
+
+
 class CompbenchFailure(Exception):
     """A suite cell failed an expectation or regressed."""
 
@@ -92,7 +99,7 @@ class SuiteFile(pytest.File):
         for (subject, task), members in cells.items():
             yield CellItem.from_parent(self, name=f"{subject}::{task}", members=members)
         for i, exp in enumerate(self.loaded.suite.expectations):
-            if exp.claim == "ordered":
+            if not _per_cell(exp):
                 yield ExpectationItem.from_parent(self, name=f"expectation::{exp.id or f'ordered-{i + 1}'}", index=i)
 
     def run_cells(self, pairs: set[tuple[str, str]]) -> list[dict[str, Any]]:
@@ -118,8 +125,8 @@ class CellItem(pytest.Item):
         parent: SuiteFile = self.parent  # type: ignore[assignment]
         records = parent.run_cells(set(self.members))
         problems = [f"cell error ({r['model']}, seed {r['seed']}): {r['error']}" for r in records if r["status"] == "error"]
-        per_cell = [e for e in parent.loaded.suite.expectations if e.claim != "ordered"]
-        for v in evaluate_expectations(per_cell, records):
+        per_cell = [e for e in parent.loaded.suite.expectations if _per_cell(e)]
+        for v in evaluate_expectations(per_cell, records, parent.loaded.tags):
             if v.detail == "no records matched":
                 continue
             line = f"{v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: measured {v.measured:.4g} (needs {v.threshold}); {v.detail}"
@@ -161,18 +168,18 @@ class ExpectationItem(CellItem):
 
     def runtest(self) -> None:
         from compbench.scoring.expectations import evaluate_expectations
-        from compbench.suite import matches
+        from compbench.suite import matches_model
 
         parent: SuiteFile = self.parent  # type: ignore[assignment]
         exp = parent.loaded.suite.expectations[self.index]
         pairs = {
             (m.id, t.id)
             for m in parent.loaded.models
-            if matches(m.id, exp.models, m.group)
+            if matches_model(m.id, m.group, m.tags, exp.models)
             for t in parent.loaded.tasks_for(m)
             if any(fnmatch.fnmatchcase(t.id, p) for p in exp.tasks)
         }
-        failed = [v for v in evaluate_expectations([exp], parent.run_cells(pairs)) if not v.passed]
+        failed = [v for v in evaluate_expectations([exp], parent.run_cells(pairs), parent.loaded.tags) if not v.passed]
         if failed:
             raise CompbenchFailure(
                 "\n".join(f"FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})" for v in failed)

@@ -6,15 +6,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from compbench.report.html import html_report
-from compbench.report.tables import leaderboard_frame, markdown_report, records_frame, report_tables, theory_frame
+from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.suite import LoadedSuite
 
 SUMMARY_FILE = "summary.json"
-FORMATS = ("md", "csv", "html", "png")
 
 
 class NoResultsError(RuntimeError):
@@ -26,11 +22,17 @@ class ReportFormatError(ValueError):
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
-    """'md,csv' → ('md', 'csv'); unknown names are an error."""
-    formats = tuple(f.strip() for f in text.split(",") if f.strip())
-    unknown = [f for f in formats if f not in FORMATS]
-    if unknown or not formats:
-        raise ReportFormatError(f"unknown report format(s) {unknown or text!r}; choose from {', '.join(FORMATS)}")
+    """'md,csv' → ('md', 'csv'); names are registered report writers (unknown: an error with a suggestion)."""
+    from compbench.registry import UnknownNameError
+
+    formats = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
+    if not formats:
+        raise ReportFormatError(f"no report format in {text!r}; choose from {', '.join(REPORTERS.names())}")
+    for f in formats:
+        try:
+            REPORTERS.get(f)
+        except UnknownNameError as exc:
+            raise ReportFormatError(str(exc).replace("unknown report writer", "unknown report format")) from None
     return formats
 
 
@@ -41,47 +43,24 @@ def publish(
     summary: dict[str, Any],
     *,
     check: bool = True,
-    formats: tuple[str, ...] = FORMATS,
+    partial: bool = False,
+    formats: tuple[str, ...] = DEFAULT_FORMATS,
 ) -> tuple[list[Verdict], list[Path]]:
-    """Evaluate the suite's expectations on the records and write the report files asked for.
+    """Evaluate the suite's expectations on the records and run the report writers asked for.
 
     md: leaderboard.md; csv: leaderboard.csv, theory.csv, records.csv, expectations.csv; html: one
-    self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg.
+    self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg;
+    predictions: predictions.csv; plus any writer a plugin registers.
+    `partial`: only part of the suite ran (`--model`): expectations matching no record are left out.
     """
-    verdicts = evaluate_expectations(loaded.suite.expectations, records) if check else []
+    verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     out_dir.mkdir(parents=True, exist_ok=True)
     keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
     (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
-    task_ids = [t.id for t in loaded.suite.tasks]
-    expected = expected_cells(loaded)
-    tables = report_tables(task_ids, records, verdicts, summary, expected)
+    ctx = ReportContext(out_dir, loaded, records, verdicts, summary, formats)
     paths: list[Path] = []
-    plots = []
-    if "png" in formats or "html" in formats:
-        from compbench.report.plots import write_plots
-
-        # html without png: the plots are drawn for the page only, no files.
-        plots = write_plots(out_dir if "png" in formats else None, loaded, records)
-        if "png" in formats:
-            paths += [out_dir / "plots" / f"{p.name}.png" for p in plots]  # each with its .svg beside it
-    if "md" in formats:
-        paths.append(out_dir / "leaderboard.md")
-        shown = [(f"{p.name}.png", p.caption) for p in plots] if "png" in formats else []
-        paths[-1].write_text(markdown_report(loaded.name, tables, shown), encoding="utf-8")
-    if "csv" in formats:
-        csvs = {
-            "leaderboard.csv": leaderboard_frame(records, task_ids, expected),
-            "theory.csv": theory_frame(records, task_ids, expected),
-            "records.csv": records_frame(records),
-            "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in verdicts],
-                                             columns=[*Verdict.__dataclass_fields__, "verdict"]),
-        }
-        for name, frame in csvs.items():
-            frame.to_csv(out_dir / name, index=False)
-            paths.append(out_dir / name)
-    if "html" in formats:
-        paths.append(out_dir / "leaderboard.html")
-        paths[-1].write_text(html_report(loaded.name, tables, plots), encoding="utf-8")
+    for name in formats:
+        paths += REPORTERS.get(name).write(ctx)
     return verdicts, paths
 
 
@@ -119,7 +98,7 @@ def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
     return records
 
 
-def rebuild(out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = FORMATS) -> tuple[list[Verdict], list[Path]]:
+def rebuild(out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS) -> tuple[list[Verdict], list[Path]]:
     """Rebuild every report file from the stored records (no training)."""
     records = stored_records(out_dir, loaded)
     summary_path = out_dir / SUMMARY_FILE
