@@ -118,3 +118,14 @@ def test_a_max_margin_model_on_a_regression_task_is_a_validation_error():
     assert "s.yaml:7: models[0].params: objective: svm trains a max-margin model" in msg
     parse_suite(TINY.replace("params: {kernel: relu_ntk}}", "params: {kernel: relu_ntk, objective: svm}, tasks: [te]}")
                 .replace(', ntk], tasks: [add]', '], tasks: [add]'), "s.yaml")
+
+
+def test_readme_suite_example_validates():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme[readme.index("## Writing a suite"):].split("```yaml\n", 1)[1].split("```", 1)[0]
+    loaded = parse_suite(block, "README.md")
+    assert [m.id for m in loaded.models] == [f"mlp[init_scale={v}]" for v in ("0.001", "0.01", "0.1", "1")]
+    assert loaded.tags["mlp[init_scale=0.001]"] == {"networks", "rich-candidates"}
+    assert [e.claim for e in loaded.suite.expectations] == ["slope_below_one", "above"]
