@@ -107,12 +107,7 @@ CLAIMS: Registry[Claim] = Registry("claim", ENTRY_POINT_GROUP, _check_claim)
 
 def register_claim(name: str) -> Callable[[type[Claim]], type[Claim]]:
     """Class decorator registering a claim under `name`."""
-
-    def decorate(cls: type[Claim]) -> type[Claim]:
-        CLAIMS.add(name, cls)
-        return cls
-
-    return decorate
+    return CLAIMS.register(name)  # type: ignore[return-value]
 
 
 def get_claim(name: str) -> Claim:

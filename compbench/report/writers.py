@@ -87,12 +87,7 @@ REPORTERS: Registry[Reporter] = Registry("report writer", ENTRY_POINT_GROUP, _ch
 
 def register_reporter(name: str) -> Callable[[type[Reporter]], type[Reporter]]:
     """Class decorator registering a report writer under `name`."""
-
-    def decorate(cls: type[Reporter]) -> type[Reporter]:
-        REPORTERS.add(name, cls)
-        return cls
-
-    return decorate
+    return REPORTERS.register(name)  # type: ignore[return-value]
 
 
 @register_reporter("png")
