@@ -60,8 +60,12 @@ class Entry(Generic[T]):
 class Registry(Generic[T]):
     """Named extensions of one kind, from decorators and from the `group` entry points."""
 
-    def __init__(self, kind: str, group: str, check: Callable[[str, object], T] | None = None) -> None:
+    def __init__(
+        self, kind: str, group: str, check: Callable[[str, object], T] | None = None,
+        unknown: type[UnknownNameError] = UnknownNameError,
+    ) -> None:
         self.kind = kind
+        self._unknown = unknown  # the kind's own UnknownNameError subclass, raised for an unknown name
         self.group = group
         self._check = check
         self._entries: dict[str, Entry[T]] = {}
@@ -161,7 +165,7 @@ class Registry(Generic[T]):
                     self.add(name, resolve(name))
                     break
         if name not in self._entries:
-            raise UnknownNameError(self.unknown_message(name))
+            raise self._unknown(self.unknown_message(name))
         return self._entries[name]
 
     def get(self, name: str) -> T:

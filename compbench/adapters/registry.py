@@ -31,7 +31,7 @@ def _check_adapter(name: str, obj: object) -> type[Adapter]:
     return obj
 
 
-ADAPTERS: Registry[type[Adapter]] = Registry("adapter", ENTRY_POINT_GROUP, _check_adapter)
+ADAPTERS: Registry[type[Adapter]] = Registry("adapter", ENTRY_POINT_GROUP, _check_adapter, UnknownAdapterError)
 
 
 def register_adapter(name: str) -> Callable[[type[Adapter]], type[Adapter]]:
@@ -46,9 +46,4 @@ def adapter_names() -> list[str]:
 
 def get_adapter(name: str) -> type[Adapter]:
     """The adapter class registered as `name`; the error lists known names and the closest."""
-    try:
-        return ADAPTERS.get(name)
-    except UnknownAdapterError:
-        raise
-    except UnknownNameError as exc:
-        raise UnknownAdapterError(str(exc)) from None
+    return ADAPTERS.get(name)

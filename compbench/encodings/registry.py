@@ -72,7 +72,7 @@ def _as_encoding(name: str, obj: object) -> EncodingSpec:
     return EncodingSpec(name, obj, params, produces, (obj.__doc__ or "").strip())  # type: ignore[arg-type]
 
 
-ENCODINGS: Registry[EncodingSpec] = Registry("encoding", ENTRY_POINT_GROUP, _as_encoding)
+ENCODINGS: Registry[EncodingSpec] = Registry("encoding", ENTRY_POINT_GROUP, _as_encoding, UnknownEncodingError)
 
 
 def register_encoding(
@@ -89,12 +89,7 @@ def register_encoding(
 
 def get_encoding(name: str) -> EncodingSpec:
     """The encoding registered as `name`."""
-    try:
-        return ENCODINGS.get(name)
-    except UnknownEncodingError:
-        raise
-    except UnknownNameError as exc:
-        raise UnknownEncodingError(str(exc)) from None
+    return ENCODINGS.get(name)
 
 
 @register_encoding("onehot")

@@ -47,7 +47,7 @@ def _as_family(name: str, obj: object) -> FamilySpec:
     return FamilySpec(name, params, obj, (obj.__doc__ or "").strip())  # type: ignore[arg-type]
 
 
-FAMILIES: Registry[FamilySpec] = Registry("task family", ENTRY_POINT_GROUP, _as_family)
+FAMILIES: Registry[FamilySpec] = Registry("task family", ENTRY_POINT_GROUP, _as_family, UnknownFamilyError)
 
 
 def task_family(params_model: type[BaseModel]) -> Callable[[Callable[[Any], TaskData]], Callable[[Any], TaskData]]:
@@ -71,12 +71,7 @@ def register_family(name: str, params_model: type[BaseModel]) -> Callable[[Calla
 
 
 def _spec(family: str) -> FamilySpec:
-    try:
-        return FAMILIES.get(family)
-    except UnknownFamilyError:
-        raise
-    except UnknownNameError as exc:
-        raise UnknownFamilyError(str(exc)) from None
+    return FAMILIES.get(family)
 
 
 def family_params_model(family: str) -> type[BaseModel]:
