@@ -62,7 +62,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     # With --model only part of the suite ran: expectations are judged on the models that ran, and
     # those that match none of them are left out rather than failed.
-    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), partial=bool(args.model), formats=formats)
+    skipped: list[str] = []
+    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), partial=bool(args.model), formats=formats,
+                              skipped=skipped)
     n_fail = sum(not v.passed for v in verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
@@ -77,6 +79,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for v in mine:
             print(f"  {v.status} {v.expectation} [{v.claim}] on {v.task}: measured {v.measured:.4g} (needs {v.threshold})")
     terminal.print_files(out_dir, paths)
+    _print_skipped(skipped, formats)
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -93,14 +96,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     loaded = load_suite(args.suite)
     out_dir = Path(args.out) if args.out else Path("results") / loaded.name
     try:
-        verdicts, paths = rebuild(out_dir, loaded, formats)
+        skipped: list[str] = []
+        verdicts, paths = rebuild(out_dir, loaded, formats, skipped)
     except NoResultsError as exc:
         _err(str(exc))
         return EXIT_USAGE
     n_fail = sum(not v.passed for v in verdicts)
     terminal.print_report_end(out_dir, loaded, verdicts, paths)
     print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; wrote {len(paths)} files to {out_dir}")
+    _print_skipped(skipped, formats)
     return EXIT_FAILED if n_fail else EXIT_OK
+
+
+def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
+    """Say which report writers were not run because their inputs hash to what they last wrote."""
+    if not skipped:
+        return
+    n = len(skipped)
+    what = f"{n} writer{'s' if n != 1 else ''} skipped ({', '.join(skipped)}; inputs identical)"
+    print(f"report unchanged: {what}" if n == len(formats) else f"report partly rewritten: {what}")
 
 
 def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary) | int

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,10 @@ from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.suite import LoadedSuite
 
 SUMMARY_FILE = "summary.json"
+MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
+_ARRAYS = ("predictions", "theory_predictions")
+# Added by the store when a record is read back, absent from a freshly run one: not a result.
+_BOOKKEEPING = ("schema_version",)
 
 
 class NoResultsError(RuntimeError):
@@ -45,6 +51,7 @@ def publish(
     check: bool = True,
     partial: bool = False,
     formats: tuple[str, ...] = DEFAULT_FORMATS,
+    skipped: list[str] | None = None,
 ) -> tuple[list[Verdict], list[Path]]:
     """Evaluate the suite's expectations on the records and run the report writers asked for.
 
@@ -52,16 +59,111 @@ def publish(
     self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg;
     predictions: predictions.csv; plus any writer a plugin registers.
     `partial`: only part of the suite ran (`--model`): expectations matching no record are left out.
+    A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all exist,
+    is not run again; its name is appended to `skipped`. The run summary (wall time, cells run and
+    cached, date, commit) is not an input: a page keeps describing the run that produced its numbers.
     """
     verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     out_dir.mkdir(parents=True, exist_ok=True)
     keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
     (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
     ctx = ReportContext(out_dir, loaded, records, verdicts, summary, formats)
+    inputs = inputs_digest(loaded, records, verdicts, formats)
+    manifest = _read_manifest(out_dir)
     paths: list[Path] = []
     for name in formats:
-        paths += REPORTERS.get(name).write(ctx)
+        writer = REPORTERS.get(name)
+        digest = writer_digest(inputs, name, writer)
+        entry = manifest.get(name)
+        if isinstance(entry, dict) and entry.get("digest") == digest and _all_exist(out_dir, entry.get("files")) \
+                and _all_exist(out_dir, entry.get("beside", [])):
+            paths += [out_dir / f for f in entry["files"]]
+            if skipped is not None:
+                skipped.append(name)
+            continue
+        manifest.pop(name, None)  # a writer stopped halfway must not be trusted next time
+        _write_manifest(out_dir, manifest)
+        written = writer.write(ctx)
+        paths += written
+        beside = [p.with_suffix(".svg") for p in written if p.suffix == ".png" and p.with_suffix(".svg").is_file()]
+        manifest[name] = {"digest": digest, "files": [_relative(out_dir, p) for p in written],
+                          "beside": [_relative(out_dir, p) for p in beside]}  # a plot's SVG is written with its PNG
+        _write_manifest(out_dir, manifest)
     return verdicts, paths
+
+
+def inputs_digest(loaded: LoadedSuite, records: list[dict[str, Any]], verdicts: list[Verdict], formats: tuple[str, ...]) -> str:
+    """A hash of what every report writer reads: the loaded suite, every record (metrics and predictions), the verdicts."""
+    from compbench import __version__
+
+    h = hashlib.sha256(__version__.encode())
+    for lib in ("numpy", "pandas", "matplotlib"):
+        h.update(f"{lib}={_lib_version(lib)}".encode())
+    for src in sorted(Path(__file__).parent.glob("*.py")):  # the report's own code: a fixed bug redraws
+        h.update(src.read_bytes())
+    h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats)).encode())
+    for r in records:
+        h.update(json.dumps({k: v for k, v in r.items() if k not in _ARRAYS and k not in _BOOKKEEPING}, sort_keys=True, default=str).encode())
+        for k in _ARRAYS:
+            h.update(_array_bytes(r.get(k)))
+    h.update(json.dumps([v.__dict__ for v in verdicts], sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def writer_digest(inputs: str, name: str, writer: object) -> str:
+    """One writer's digest: the shared inputs, its name, and the source of the module that defines it."""
+    import inspect
+
+    h = hashlib.sha256(f"{inputs}:{name}".encode())
+    try:
+        h.update(Path(inspect.getfile(type(writer))).read_bytes())
+    except (OSError, TypeError):  # a writer defined interactively has no file: its name must do
+        h.update(type(writer).__qualname__.encode())
+    return h.hexdigest()
+
+
+def _array_bytes(values: Any) -> bytes:
+    if values is None:
+        return b"-"
+    try:
+        return array("d", values).tobytes()
+    except TypeError:  # a None among the numbers: slower, still exact
+        return json.dumps(list(values), default=str).encode()
+
+
+def _lib_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "-"
+
+
+def _read_manifest(out_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((out_dir / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):  # none yet, or damaged: every writer runs
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = out_dir / f"{MANIFEST_FILE}.tmp"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    tmp.replace(out_dir / MANIFEST_FILE)
+
+
+def _relative(out_dir: Path, path: Path) -> str:
+    try:
+        return str(Path(path).relative_to(out_dir))
+    except ValueError:
+        return str(path)
+
+
+def _all_exist(out_dir: Path, files: Any) -> bool:
+    return isinstance(files, list) and all(isinstance(f, str) and (out_dir / f).is_file() for f in files)
 
 
 def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
@@ -98,7 +200,9 @@ def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
     return records
 
 
-def rebuild(out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS) -> tuple[list[Verdict], list[Path]]:
+def rebuild(
+    out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None
+) -> tuple[list[Verdict], list[Path]]:
     """Rebuild every report file from the stored records (no training)."""
     records = stored_records(out_dir, loaded)
     summary_path = out_dir / SUMMARY_FILE
@@ -111,4 +215,4 @@ def rebuild(out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAU
     summary.setdefault("device", records[0].get("device", "?"))
     summary["n_failed"] = sum(r["status"] == "error" for r in records)
     summary["n_skipped"] = sum(r["status"] == "skipped" for r in records)
-    return publish(out_dir, loaded, records, summary, formats=formats)
+    return publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped)

@@ -125,7 +125,9 @@ class CsvWriter(Reporter):
         csvs = {
             "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected),
             "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected, {t: d.test_mask for t, d in ctx.tasks.items()}),
-            "records.csv": records_frame(ctx.records),
+            # The store adds schema_version when it reads a record back: left out, a cold and a cached
+            # run write the same records.csv.
+            "records.csv": records_frame([{k: v for k, v in r.items() if k != "schema_version"} for r in ctx.records]),
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
                                              columns=[*Verdict.__dataclass_fields__, "verdict"]),
         }

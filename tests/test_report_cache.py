@@ -1,0 +1,130 @@
+"""A cached re-run does not rewrite the report: a writer runs again only when what it reads changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from compbench.cli import main
+from compbench.report.publish import MANIFEST_FILE
+
+SUITE = """\
+name: cachey
+seeds: 1
+tasks:
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+  - {id: te, family: transitive_equivalence}
+models:
+  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
+  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
+expectations:
+  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+"""
+PAST = 1_000_000_000  # 2001: a file rewritten by the run cannot keep this mtime
+
+
+def _report_files(out: Path) -> list[Path]:
+    return sorted(p for p in out.rglob("*") if p.is_file() and "store" not in p.parts and ".report" not in p.parts
+                  and p.name != "summary.json")
+
+
+def _age(files: list[Path]) -> dict[Path, bytes]:
+    """Set every file's mtime to PAST; return its bytes."""
+    for p in files:
+        os.utime(p, ns=(PAST * 10**9, PAST * 10**9))
+    return {p: p.read_bytes() for p in files}
+
+
+def _untouched(files: list[Path]) -> set[str]:
+    return {p.name for p in files if p.stat().st_mtime_ns == PAST * 10**9}
+
+
+def _run(suite: Path, out: Path, capsys) -> str:
+    capsys.readouterr()
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet"]) == 0
+    return capsys.readouterr().out
+
+
+def test_warm_run_leaves_every_report_file_untouched_and_says_so(tmp_path, capsys):
+    suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    first = _run(suite, out, capsys)
+    assert "report unchanged" not in first
+    files = _report_files(out)
+    names = {p.name for p in files}
+    assert {"leaderboard.md", "leaderboard.html", "records.csv", "predictions.csv", "theory.csv"} <= names
+    assert any(p.suffix == ".svg" for p in files) and any(p.suffix == ".png" for p in files)
+    before = _age(files)
+    second = _run(suite, out, capsys)
+    assert "0 cells run, 4 reused from the cache" in second
+    assert second.rstrip().splitlines()[-1] == "report unchanged: 5 writers skipped (md, csv, html, png, predictions; inputs identical)"
+    assert _untouched(files) == names
+    assert {p: p.read_bytes() for p in files} == before
+    # The page keeps describing the run that produced its numbers, not the cached re-run.
+    board = (out / "leaderboard.md").read_text()
+    assert re.search(r"\| cells run +\| 4 +\|", board) and re.search(r"\| cells cached +\| 0 +\|", board)
+    assert json.loads((out / "summary.json").read_text())["n_cached"] == 4
+
+
+def test_deleting_one_file_rewrites_only_its_writer(tmp_path, capsys):
+    suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    _run(suite, out, capsys)
+    files = _report_files(out)
+    before = _age(files)
+    (out / "theory.csv").unlink()
+    svg = next(p for p in files if p.suffix == ".svg")
+    svg.unlink()  # a plot's SVG is written beside its PNG: losing it redraws the plots
+    text = _run(suite, out, capsys)
+    assert text.rstrip().splitlines()[-1] == "report partly rewritten: 3 writers skipped (md, html, predictions; inputs identical)"
+    rewritten = {"leaderboard.csv", "theory.csv", "records.csv", "expectations.csv"} | {p.name for p in files if p.parent.name == "plots"}
+    assert _untouched(files) == {p.name for p in files} - rewritten
+    assert {p: p.read_bytes() for p in files} == before  # rewritten from the same inputs: the same bytes
+
+
+def test_changing_a_model_rewrites_the_report(tmp_path, capsys):
+    suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    _run(suite, out, capsys)
+    files = _report_files(out)
+    before = _age(files)
+    suite.write_text(SUITE.replace("weights: [0.0, 0.4, 1.0]", "weights: [0.0, 0.2, 1.0]"))
+    text = _run(suite, out, capsys)
+    assert "2 cells run, 2 reused from the cache" in text and "report unchanged" not in text and "skipped" not in text.splitlines()[-1]
+    for name in ("records.csv", "predictions.csv", "leaderboard.md", "leaderboard.html"):
+        path = out / name
+        assert path.stat().st_mtime_ns != PAST * 10**9 and path.read_bytes() != before[path], name
+    # overlap kernel's slope on additive is S/(1-S): 0.4/0.6 before, 0.2/0.8 now
+    records = pd.read_csv(out / "records.csv")
+    slope = records[(records.model == "overlap") & (records.task == "add")].slope.iloc[0]
+    assert abs(slope - 0.2 / 0.8) < 1e-9
+
+
+def test_report_command_after_a_run_reuses_or_rewrites(tmp_path, capsys):
+    suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    _run(suite, out, capsys)
+    before = _age(_report_files(out))
+    (out / "leaderboard.md").unlink()
+    assert main(["report", "--suite", str(suite), "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert lines[-1] == "report partly rewritten: 4 writers skipped (csv, html, png, predictions; inputs identical)"
+    assert (out / "leaderboard.md").read_bytes() != b"" and (out / "leaderboard.md").stat().st_mtime_ns != PAST * 10**9
+    assert (out / "records.csv").read_bytes() == before[out / "records.csv"]
+
+
+def test_a_damaged_manifest_rewrites_everything(tmp_path, capsys):
+    suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    _run(suite, out, capsys)
+    files = _report_files(out)
+    _age(files)
+    (out / MANIFEST_FILE).write_text("{not json")
+    text = _run(suite, out, capsys)
+    assert "skipped" not in text.rstrip().splitlines()[-1]
+    assert _untouched([p for p in files if p.parent.name != "plots"]) == set()
+    assert json.loads((out / MANIFEST_FILE).read_text()).keys() == {"md", "csv", "html", "png", "predictions"}
