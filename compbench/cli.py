@@ -103,7 +103,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     n_fail = sum(not v.passed for v in verdicts)
     terminal.print_report_end(out_dir, loaded, verdicts, paths)
-    print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; wrote {len(paths)} files to {out_dir}")
+    print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {len(paths)} report files in {out_dir}")
     _print_skipped(skipped, formats)
     return EXIT_FAILED if n_fail else EXIT_OK
 
