@@ -258,7 +258,7 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, executor):
     wait_for_rows(out, proc, 5)
     os.killpg(proc.pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143
+    assert proc.returncode == 143, err
     assert INTERRUPTED in err and "Traceback" not in err
     assert (out / "leaderboard.md").exists()
     assert 5 <= len(keys_of(out)) < len(suite_keys(SLOW, out))
