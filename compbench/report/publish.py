@@ -149,10 +149,21 @@ def _read_manifest(out_dir: Path) -> dict[str, Any]:
 
 
 def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = out_dir / f"{MANIFEST_FILE}.tmp"
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    tmp.replace(out_dir / MANIFEST_FILE)
+    import os
+    import tempfile
+
+    target = out_dir / MANIFEST_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A temporary file of this process's own: concurrent runs publishing into one directory must not
+    # replace each other's half-written manifest (the last complete one wins).
+    fd, tmp = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(manifest, indent=1, sort_keys=True))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _relative(out_dir: Path, path: Path) -> str:
