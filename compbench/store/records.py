@@ -254,6 +254,11 @@ class ResultStore:
         db = self._connect(create=True)
         assert db is not None
         with self._errors():
+            if db.in_transaction:
+                # An interrupt (Ctrl-C, SIGTERM) that landed between BEGIN and COMMIT/ROLLBACK of an
+                # earlier write left its transaction open: end it, or this BEGIN fails and, at close,
+                # the claims this process holds would not be released.
+                db.execute("ROLLBACK")
             db.execute("BEGIN IMMEDIATE")
             try:
                 self._check_same_file()
