@@ -32,6 +32,13 @@ class PluginError(ValueError):
     """An object offered to a registry breaks the kind's contract."""
 
 
+def require_subclass(kind: str, name: str, obj: object, base: type, public: str) -> type:
+    """`obj` itself if it is a subclass of `base` (named `public` in the message), else PluginError."""
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise PluginError(f"{kind} {name!r} is {obj!r}, not a subclass of {public}")
+    return obj
+
+
 def source_of(obj: object) -> str:
     """Where an object comes from, for messages: 'module.qualname (file)' or 'entry point ...'."""
     origin = getattr(obj, "__compbench_origin__", None)

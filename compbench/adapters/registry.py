@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from compbench.adapters.base import Adapter
-from compbench.registry import PluginError, Registry, UnknownNameError
+from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.adapters"
 
@@ -18,8 +18,7 @@ class UnknownAdapterError(UnknownNameError):
 
 def _check_adapter(name: str, obj: object) -> type[Adapter]:
     """An adapter is an `Adapter` subclass with a pydantic `Params` and its own `fit_seeds`."""
-    if not (isinstance(obj, type) and issubclass(obj, Adapter)):
-        raise PluginError(f"adapter {name!r} is {obj!r}, not a subclass of compbench.adapters.Adapter")
+    obj = require_subclass("adapter", name, obj, Adapter, "compbench.adapters.Adapter")
     if not (isinstance(obj.Params, type) and issubclass(obj.Params, BaseModel)):
         raise PluginError(f"adapter {name!r}: Params must be a pydantic model (subclass compbench.adapters.AdapterParams)")
     if obj.fit_seeds is Adapter.fit_seeds:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from compbench.registry import PluginError, Registry, UnknownNameError
+from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.claims"
 Record = dict[str, Any]
@@ -86,8 +86,7 @@ class Claim:
 
 
 def _check_claim(name: str, obj: object) -> Claim:
-    if not (isinstance(obj, type) and issubclass(obj, Claim)):
-        raise PluginError(f"claim {name!r} is {obj!r}, not a subclass of compbench.claims.Claim")
+    obj = require_subclass("claim", name, obj, Claim, "compbench.claims.Claim")
     if not (isinstance(obj.Params, type) and issubclass(obj.Params, ClaimParams)):
         raise PluginError(f"claim {name!r}: Params must subclass compbench.claims.ClaimParams")
     if obj.per_cell and obj.judge is Claim.judge:

@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from compbench.registry import PluginError, Registry
+from compbench.registry import PluginError, Registry, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.reporters"
 DEFAULT_FORMATS = ("md", "csv", "html", "png", "predictions")
@@ -73,8 +73,7 @@ class Reporter:
 
 
 def _check_reporter(name: str, obj: object) -> Reporter:
-    if not (isinstance(obj, type) and issubclass(obj, Reporter)):
-        raise PluginError(f"report writer {name!r} is {obj!r}, not a subclass of compbench.report.Reporter")
+    obj = require_subclass("report writer", name, obj, Reporter, "compbench.report.Reporter")
     if obj.write is Reporter.write:
         raise PluginError(f"report writer {name!r} does not implement write(ctx)")
     instance = obj()
