@@ -9,7 +9,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     transitive_equivalence,
     transitive_ordering,
 )
-from compbench.tasks.base import SplitError, TaskData, TaskParamError, grid, validate_split
+from compbench.tasks.base import TASK_KINDS, CellSamples, SplitError, TaskData, TaskParamError, grid, validate_split
 from compbench.tasks.registry import (
     FAMILIES,
     FamilySpec,
@@ -22,6 +22,8 @@ from compbench.tasks.registry import (
 )
 
 __all__ = [
+    "TASK_KINDS",
+    "CellSamples",
     "FAMILIES",
     "FamilySpec",
     "TaskParams",

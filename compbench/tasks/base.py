@@ -26,9 +26,43 @@ class TaskParamError(ValueError):
         super().__init__(f"{'.'.join(map(str, loc))}: {message}" if loc else message)
 
 
+TASK_KINDS = ("classification", "regression", "multiclass")
+
+
+@dataclass(frozen=True)
+class CellSamples:
+    """Function-valued cells: each cell is a function of a continuous input x.
+
+    Training samples (`x_train`, their cell `train_cells`, targets `y_train`) exist for training
+    cells only. Evaluation uses one shared set of inputs `x_eval` (m × I), drawn apart from the
+    training inputs, at every cell: `y_eval` is (n_cells, m) — (n_cells, m, K) for K outputs —
+    so each cell's predictions at the same x can be decomposed across cells (additivity).
+    Multi-class targets are integer classes.
+    """
+
+    x_train: np.ndarray
+    train_cells: np.ndarray
+    y_train: np.ndarray
+    x_eval: np.ndarray
+    y_eval: np.ndarray
+
+    @property
+    def n_eval(self) -> int:
+        """Evaluation inputs per cell (m)."""
+        return int(len(self.x_eval))
+
+
 @dataclass(frozen=True)
 class TaskData:
-    """Conjunctions `cells` (n × C ints), targets `y`, and which cells are trained on."""
+    """Conjunctions `cells` (n × C ints), targets `y`, and which cells are trained on.
+
+    Target shapes: `y` (n,) floats (±1 for `classification`), (n, K) floats for K outputs, or
+    (n,) integer classes for `multiclass` (with `n_classes`). Function-valued cells carry their
+    samples in `samples` (then `y` is each cell's mean target, for display). `relevant` names the
+    components the target depends on (None: unknown or all), which enables the irrelevant share.
+    `iid` (declared by a family for its controls): every cell is trained and the held-out score is
+    taken on `heldout` cells with new samples, so the encoding must draw fresh evaluation samples.
+    """
 
     family: str
     cells: np.ndarray
@@ -40,6 +74,11 @@ class TaskData:
     component_names: tuple[str, ...] = ()
     allow_unseen_values: bool = False
     value_labels: tuple[tuple[str, ...], ...] = ()
+    n_classes: int = 0
+    relevant: tuple[int, ...] | None = None
+    samples: CellSamples | None = None
+    iid: bool = False
+    heldout: np.ndarray | None = None
 
     def label(self, c: int, v: int) -> str:
         """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
@@ -47,8 +86,27 @@ class TaskData:
 
     @property
     def test_mask(self) -> np.ndarray:
-        """Held-out cells."""
-        return ~self.train_mask
+        """Cells scored as held out: the untrained cells, or an `iid` control's declared cells."""
+        return ~self.train_mask if self.heldout is None else np.asarray(self.heldout, dtype=bool)
+
+    @property
+    def n_outputs(self) -> int:
+        """Outputs per cell: classes, the target's width, or 1."""
+        if self.n_classes:
+            return self.n_classes
+        return int(self.y.shape[1]) if self.y.ndim == 2 else 1
+
+    @property
+    def vector_output(self) -> bool:
+        """Whether models predict a vector per sample (multi-class or K outputs)."""
+        return bool(self.n_classes) or self.y.ndim == 2
+
+    @property
+    def irrelevant(self) -> tuple[int, ...]:
+        """Components the target ignores (empty when `relevant` is not declared)."""
+        if self.relevant is None:
+            return ()
+        return tuple(c for c in range(self.n_components) if c not in self.relevant)
 
     @property
     def n_components(self) -> int:
@@ -63,7 +121,7 @@ class TaskData:
     @property
     def n_test(self) -> int:
         """Number of held-out cells."""
-        return int((~self.train_mask).sum())
+        return int(self.test_mask.sum())
 
 
 def grid(n_values: tuple[int, ...] | list[int]) -> np.ndarray:
@@ -88,23 +146,80 @@ def _shape(n_values: tuple[int, ...] | list[int]) -> str:
     return f"{len(ns)} components of {lo if lo == hi else f'{lo}..{hi}'} values"
 
 
+def _check_classes(y: np.ndarray, n_classes: int, what: str) -> None:
+    if y.dtype.kind not in "iu" or (y.size and (y.min() < 0 or y.max() >= n_classes)):
+        raise SplitError(f"{what} of a multiclass task must be integer classes 0..{n_classes - 1}")
+
+
+def _check_samples(task: TaskData) -> None:
+    s = task.samples
+    assert s is not None
+    n, m = len(task.cells), s.n_eval
+    if s.x_train.ndim != 2 or s.x_eval.ndim != 2 or s.x_train.shape[1] != s.x_eval.shape[1]:
+        raise SplitError("samples: x_train and x_eval must be (samples × inputs) with the same number of inputs")
+    if len(s.train_cells) != len(s.x_train) or len(s.y_train) != len(s.x_train):
+        raise SplitError("samples: x_train, train_cells and y_train must have one row per training sample")
+    if m == 0 or len(s.x_train) == 0:
+        raise SplitError("samples: a function-valued task needs training and evaluation inputs")
+    if not np.all(task.train_mask[s.train_cells]):
+        raise SplitError("samples: every training sample must belong to a training cell")
+    tail = (task.n_outputs,) if task.y.ndim == 2 else ()
+    if s.y_eval.shape != (n, m, *tail):
+        raise SplitError(f"samples: y_eval must have shape {(n, m, *tail)}, got {s.y_eval.shape}")
+    if task.n_classes:
+        _check_classes(np.asarray(s.y_train), task.n_classes, "samples.y_train")
+        _check_classes(np.asarray(s.y_eval), task.n_classes, "samples.y_eval")
+    elif not (np.all(np.isfinite(s.y_train)) and np.all(np.isfinite(s.y_eval))):
+        raise SplitError("samples: targets must be finite")
+    if not (np.all(np.isfinite(s.x_train)) and np.all(np.isfinite(s.x_eval))):
+        raise SplitError("samples: inputs must be finite")
+    # Evaluation inputs are drawn apart from the training inputs: none may coincide.
+    shared = {r.tobytes() for r in np.ascontiguousarray(s.x_eval)} & {r.tobytes() for r in np.ascontiguousarray(s.x_train)}
+    if shared:
+        raise SplitError(f"samples: {len(shared)} evaluation input(s) also occur among the training inputs; draw them apart")
+
+
 def validate_split(task: TaskData) -> None:
     """Reject empty train/held-out sets, unseen component values, bad targets."""
     if task.cells.ndim != 2 or len(task.cells) != len(task.y) or len(task.y) != len(task.train_mask):
         raise SplitError("cells, y and train_mask must have one row per cell")
-    if task.kind not in ("classification", "regression"):
-        raise SplitError(f"task kind must be 'classification' or 'regression', got {task.kind!r}")
-    if not np.all(np.isfinite(task.y)):
-        raise SplitError("targets must be finite")
-    if task.kind == "classification" and not np.all(np.isin(task.y, (-1.0, 1.0))):
-        raise SplitError("classification targets must be exactly ±1")
+    if task.kind not in TASK_KINDS:
+        raise SplitError(f"task kind must be one of {', '.join(map(repr, TASK_KINDS))}, got {task.kind!r}")
+    if (task.kind == "multiclass") != (task.n_classes > 0):
+        raise SplitError("a multiclass task needs n_classes ≥ 2 (and only a multiclass task has classes)")
+    if task.kind == "multiclass":
+        if task.n_classes < 2:
+            raise SplitError(f"a multiclass task needs n_classes ≥ 2, got {task.n_classes}")
+        if task.y.ndim != 1:
+            raise SplitError("multiclass targets are one integer class per cell")
+        _check_classes(task.y, task.n_classes, "targets")
+    else:
+        if task.y.ndim not in (1, 2) or (task.y.ndim == 2 and task.y.shape[1] < 1):
+            raise SplitError(f"targets must be (cells,) or (cells, K), got shape {task.y.shape}")
+        if not np.all(np.isfinite(task.y)):
+            raise SplitError("targets must be finite")
+        if task.kind == "classification" and (task.y.ndim != 1 or not np.all(np.isin(task.y, (-1.0, 1.0)))):
+            raise SplitError("classification targets must be exactly ±1")
+    if task.relevant is not None:
+        bad = [c for c in task.relevant if not 0 <= c < task.n_components]
+        if bad or len(set(task.relevant)) != len(task.relevant):
+            raise SplitError(f"relevant components must be distinct indices 0..{task.n_components - 1}, got {task.relevant}")
+    if task.samples is not None:
+        _check_samples(task)
     if task.n_train == 0:
         raise SplitError("the split has no training cells")
+    if task.heldout is not None:
+        if np.asarray(task.heldout).shape != task.train_mask.shape:
+            raise SplitError("heldout must be a mask with one entry per cell")
+        if not task.iid and np.any(task.test_mask & task.train_mask):
+            raise SplitError("held-out cells are also trained on, but the task is not declared an iid control")
+    if task.iid and task.heldout is None:
+        raise SplitError("an iid control must name its held-out cells (heldout)")
     if task.n_test == 0:
         raise SplitError("the split has no held-out cells")
     if task.allow_unseen_values:
         return
-    train, test = task.cells[task.train_mask], task.cells[~task.train_mask]
+    train, test = task.cells[task.train_mask], task.cells[task.test_mask]
     for c in range(task.n_components):
         unseen = np.flatnonzero(~np.isin(test[:, c], train[:, c]))
         if len(unseen):
