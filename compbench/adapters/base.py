@@ -104,8 +104,11 @@ def plain_info(info: Any) -> dict[str, Any]:
     return {k: plain(v, k) for k, v in info.items()}
 
 
-def check_fitted(fitted: Any, n_train: int, n_eval: int) -> list[ContractBreak]:
-    """Every way one seed's `Fitted` breaks the contract for a task of n_train / n_eval samples."""
+def check_fitted(fitted: Any, n_train: int, n_eval: int, n_outputs: int | None = None) -> list[ContractBreak]:
+    """Every way one seed's `Fitted` breaks the contract for a task of n_train / n_eval samples.
+
+    `n_outputs` None: a scalar task (predictions (n,)); else predictions are (n, n_outputs).
+    """
     if not isinstance(fitted, Fitted):
         return [ContractBreak("fitted-type", f"fit_seeds must return Fitted objects, got {type(fitted).__name__}")]
     problems: list[ContractBreak] = []
@@ -117,27 +120,40 @@ def check_fitted(fitted: Any, n_train: int, n_eval: int) -> list[ContractBreak]:
         problems.append(ContractBreak("info-serialisable", str(exc)))
     if fitted.error is not None:  # a failed seed's predictions may be anything (e.g. NaN after divergence)
         return problems
-    problems += _array_problems(fitted.predictions, "predictions", "predictions", (n_eval,))
+    tail = () if n_outputs is None else (n_outputs,)
+    problems += _array_problems(fitted.predictions, "predictions", "predictions", (n_eval, *tail))
     if (fitted.initial_train is None) != (fitted.initial_eval is None):
         problems.append(ContractBreak("f0-pair", "initial_train and initial_eval (f0) must be given together"))
     if fitted.initial_train is not None:
-        problems += _array_problems(fitted.initial_train, "initial_train (f0)", "f0", (n_train,))
+        problems += _array_problems(fitted.initial_train, "initial_train (f0)", "f0", (n_train, *tail))
     if fitted.initial_eval is not None:
-        problems += _array_problems(fitted.initial_eval, "initial_eval (f0)", "f0", (n_eval,))
+        problems += _array_problems(fitted.initial_eval, "initial_eval (f0)", "f0", (n_eval, *tail))
     if fitted.kernels is not None:
-        problems += check_kernels(fitted.kernels, n_train, n_eval)
+        problems += check_kernels(fitted.kernels, n_train, n_eval, n_outputs)
     if fitted.theory_predictions is not None:
-        problems += _array_problems(fitted.theory_predictions, "theory_predictions", "theory", (n_eval,))
+        problems += _array_problems(fitted.theory_predictions, "theory_predictions", "theory", (n_eval, *tail))
     return problems
 
 
-def check_kernels(kernels: Any, n_train: int, n_eval: int) -> list[ContractBreak]:
-    """Problems of a (K_train,train, K_eval,train) pair: finite float arrays of the right shapes."""
+def check_kernels(kernels: Any, n_train: int, n_eval: int, n_outputs: int | None = None) -> list[ContractBreak]:
+    """Problems of a (K_train,train, K_eval,train) pair: finite float arrays of the right shapes.
+
+    With K outputs the pair is either shared by the outputs ((n_tr, n_tr), (n_ev, n_tr)) or the
+    full kernel ((n_tr·K, n_tr·K), (n_ev·K, n_tr·K)), sample-major.
+    """
     if not isinstance(kernels, (tuple, list)) or len(kernels) != 2:
         return [ContractBreak("kernel-shape", f"kernels must be a pair (K_train,train, K_eval,train), got {type(kernels).__name__}")]
-    return _array_problems(kernels[0], "K_train,train", "kernel", (n_train, n_train)) + _array_problems(
-        kernels[1], "K_eval,train", "kernel", (n_eval, n_train)
+    k = 1
+    if n_outputs and n_outputs > 1 and np.shape(kernels[0]) == (n_train * n_outputs, n_train * n_outputs):
+        k = n_outputs
+    return _array_problems(kernels[0], "K_train,train", "kernel", (n_train * k, n_train * k)) + _array_problems(
+        kernels[1], "K_eval,train", "kernel", (n_eval * k, n_train * k)
     )
+
+
+def kernel_outputs(kernels: tuple[np.ndarray, np.ndarray], n_train: int) -> int:
+    """1 for an output-shared kernel pair, K for a full (n·K × n·K) one."""
+    return int(np.shape(kernels[0])[0]) // max(1, n_train)
 
 
 def check_theory_options(options: Any) -> list[ContractBreak]:

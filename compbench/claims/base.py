@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from compbench.tasks.base import TASK_KINDS
 from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.claims"
@@ -61,7 +62,7 @@ class Claim:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type[ClaimParams]] = ClaimParams
-    kinds: ClassVar[tuple[str, ...]] = ("classification", "regression")
+    kinds: ClassVar[tuple[str, ...]] = TASK_KINDS
     metrics: ClassVar[tuple[str, ...] | None] = None  # allowed values of a `metric` param (None: it takes none)
     per_cell: ClassVar[bool] = True
     default_tolerance: ClassVar[float] = 0.0
@@ -93,9 +94,9 @@ def _check_claim(name: str, obj: object) -> Claim:
         raise PluginError(f"claim {name!r} is per-cell but does not implement judge(params, expectation, subject)")
     if not obj.per_cell and obj.judge_all is Claim.judge_all:
         raise PluginError(f"claim {name!r} is cross-cell but does not implement judge_all(...)")
-    bad = set(obj.kinds) - {"classification", "regression"}
+    bad = set(obj.kinds) - set(TASK_KINDS)
     if bad:
-        raise PluginError(f"claim {name!r}: kinds may name classification and regression, got {sorted(bad)}")
+        raise PluginError(f"claim {name!r}: kinds may name {', '.join(TASK_KINDS)}, got {sorted(bad)}")
     instance = obj()
     type(instance).name = name
     return instance

@@ -118,6 +118,8 @@ def render(data: ImageSet, index: np.ndarray, layout: str, distance: int | None)
 def encode_images(task: TaskData, *, encoding: str = "images", **params: Any) -> Encoded:
     """Render a task's cells as images (see the module docstring)."""
     p = _parse(encoding, params)
+    if task.samples is not None:
+        raise ValueError(f"encoding {encoding!r} renders cells with one target each; function-valued cells need a vector encoding (onehot, khot, coordinates)")
     if p.source not in SOURCES:  # pragma: no cover - guarded by the Literal
         raise DataSourceError(f"unknown image source {p.source!r}")
     data = load_source(p.source, p.root, p.download)
@@ -137,8 +139,8 @@ def encode_images(task: TaskData, *, encoding: str = "images", **params: Any) ->
     ev_ids = np.repeat(ids, p.eval_samples_per_cell or p.samples_per_cell)
     tr_index = _draw(task.cells[tr_ids], maps, train_pool, np.random.default_rng([p.seed, 2]))
     ev_index = _draw(task.cells[ev_ids], maps, held_pool, np.random.default_rng([p.seed, 3]))
-    train = Batch(render(data, tr_index, p.layout, p.distance), task.cells[tr_ids], tr_ids, task.n_values, task.y[tr_ids])
-    evaluate = Batch(render(data, ev_index, p.layout, p.distance), task.cells[ev_ids], ev_ids, task.n_values, task.y[ev_ids])
+    train = Batch(render(data, tr_index, p.layout, p.distance), task.cells[tr_ids], tr_ids, task.n_values, task.y[tr_ids], task.n_classes)
+    evaluate = Batch(render(data, ev_index, p.layout, p.distance), task.cells[ev_ids], ev_ids, task.n_values, task.y[ev_ids], task.n_classes)
     return Encoded(encoding, train, evaluate)
 
 

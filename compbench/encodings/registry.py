@@ -92,15 +92,68 @@ def get_encoding(name: str) -> EncodingSpec:
     return ENCODINGS.get(name)
 
 
+def encode_cells(name: str, task: TaskData, x_cells: np.ndarray) -> Encoded:
+    """Batches from one input row per cell (`x_cells`, n_cells × d).
+
+    Cells with one target: one sample per cell; train on training cells, evaluate on all.
+    Function-valued cells (`task.samples`): each sample's input is its cell's row followed by its
+    own x; training samples as the task drew them, and every cell evaluated at the shared x_eval.
+    """
+    ids = np.arange(len(task.cells))
+    x_cells = np.asarray(x_cells, dtype=np.float64)
+    s = task.samples
+    if s is None:
+        if task.iid:
+            raise ValueError(
+                f"encoding {name!r} renders each cell as one fixed input, so an iid control (trained on every cell, "
+                "scored on new samples of them) would be scored on its training inputs; use an encoding that draws "
+                "new samples (e.g. digits or images)"
+            )
+        tr = task.train_mask
+        train = Batch(x_cells[tr], task.cells[tr], ids[tr], task.n_values, task.y[tr], task.n_classes)
+        evaluate = Batch(x_cells, task.cells, ids, task.n_values, task.y, task.n_classes)
+        return Encoded(name, train, evaluate)
+    m = s.n_eval
+    tr_ids = np.asarray(s.train_cells, dtype=np.int64)
+    ev_ids = np.repeat(ids, m)
+    x_tr = np.concatenate([x_cells[tr_ids], np.asarray(s.x_train, dtype=np.float64)], axis=1)
+    x_ev = np.concatenate([x_cells[ev_ids], np.tile(np.asarray(s.x_eval, dtype=np.float64), (len(ids), 1))], axis=1)
+    y_ev = np.asarray(s.y_eval).reshape(len(ids) * m, *np.shape(s.y_eval)[2:])
+    train = Batch(x_tr, task.cells[tr_ids], tr_ids, task.n_values, np.asarray(s.y_train), task.n_classes)
+    evaluate = Batch(x_ev, task.cells[ev_ids], ev_ids, task.n_values, y_ev, task.n_classes)
+    return Encoded(name, train, evaluate)
+
+
 @register_encoding("onehot")
 def encode_onehot(task: TaskData) -> Encoded:
-    """Disentangled one-hot: one sample per cell; train on training cells, evaluate on all."""
-    x = onehot(task.cells, task.n_values)
-    ids = np.arange(len(task.cells))
-    tr = task.train_mask
-    train = Batch(x[tr], task.cells[tr], ids[tr], task.n_values, task.y[tr])
-    evaluate = Batch(x, task.cells, ids, task.n_values, task.y)
-    return Encoded("onehot", train, evaluate)
+    """Disentangled one-hot: one block per component (followed by x for function-valued cells)."""
+    return encode_cells("onehot", task, onehot(task.cells, task.n_values))
+
+
+@register_encoding("khot")
+def encode_khot(task: TaskData) -> Encoded:
+    """k-hot: one 0/1 unit per component (a module on or off), for cells that are sets of components."""
+    wide = [c for c, n in enumerate(task.n_values) if n != 2]
+    if wide:
+        raise ValueError(f"encoding 'khot' needs components with exactly 2 values (off/on); component {wide[0]} has {task.n_values[wide[0]]}")
+    return encode_cells("khot", task, task.cells.astype(np.float64))
+
+
+class CoordinateParams(BaseModel):
+    """Parameters of the `coordinates` encoding."""
+
+    model_config = {"extra": "forbid"}
+    normalize: bool = True  # value v of n as v/(n−1) in [0, 1] (else the raw index)
+
+
+@register_encoding("coordinates", CoordinateParams)
+def encode_coordinates(task: TaskData, **params: Any) -> Encoded:
+    """Scalar coordinates: each component's value as one number (v/(n−1) when normalized)."""
+    p = CoordinateParams.model_validate(params)
+    x = task.cells.astype(np.float64)
+    if p.normalize:
+        x = x / np.maximum(np.asarray(task.n_values, dtype=np.float64) - 1, 1)
+    return encode_cells("coordinates", task, x)
 
 
 def encode(name: str, task: TaskData, **params: Any) -> Encoded:

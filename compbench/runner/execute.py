@@ -105,7 +105,7 @@ def run_job(job: Job, device: str) -> list[dict[str, Any]]:
             K_tt = adapter.kernel(enc.train, enc.train)
             if K_tt is not None:
                 shared = (K_tt, adapter.kernel(enc.evaluate, enc.train))
-                shared_problems = [ContractBreak(p.name, f"kernel(): {p.message}") for p in check_kernels(shared, n_train, n_eval)]
+                shared_problems = [ContractBreak(p.name, f"kernel(): {p.message}") for p in check_kernels(shared, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)]
     except InvalidModelError as exc:
         return failed_records(job, device, str(exc), status="skipped" if job.model.skip_invalid else "error",
                               wall_time=time.perf_counter() - start)
@@ -118,7 +118,7 @@ def run_job(job: Job, device: str) -> list[dict[str, Any]]:
     for seed, key, fit in zip(job.seeds, job.keys, fitted):
         t0 = time.perf_counter()
         rec = _base_record(job, seed, key, device)
-        problems = check_fitted(fit, n_train, n_eval)
+        problems = check_fitted(fit, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)
         if isinstance(fit, Fitted) and fit.kernels is None and shared is not None:
             problems += shared_problems
         if isinstance(fit, Fitted) and not any(p.name == "info-serialisable" for p in problems):
@@ -141,30 +141,60 @@ def run_job(job: Job, device: str) -> list[dict[str, Any]]:
     return records
 
 
-def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str]) -> dict[str, Any]:
-    """One valid seed's metrics: theory prediction, additivity, scores."""
-    data = job.task.data
-    n, ids = len(data.cells), enc.evaluate.cell_ids
-    preds = per_cell(fit.predictions, ids, n)
-    kernels = fit.kernels or shared
-    theory_preds = None
-    if fit.theory_predictions is not None:
-        theory_preds = per_cell(fit.theory_predictions, ids, n)
-    elif kernels is not None:
-        from compbench.theory.predict import theory_predictions
+def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any) -> np.ndarray:
+    """The kernel-theory prediction on every evaluation sample, shaped like the predictions."""
+    from compbench.adapters.base import kernel_outputs
+    from compbench.theory.predict import theory_predictions
 
-        regression = options["objective"] in ("min_norm", "ridge")
-        sample_theory = theory_predictions(
-            kernels[0], kernels[1], enc.train.y,
+    regression = options["objective"] in ("min_norm", "ridge")
+    train = enc.train
+    if not train.vector_output:
+        return theory_predictions(
+            kernels[0], kernels[1], train.y,
             f0_train=fit.initial_train if regression else None,
             f0_eval=fit.initial_eval if regression else None,
             **options,
         )
-        theory_preds = per_cell(sample_theory, ids, n)
+    if not regression:
+        raise ValueError(f"objective {options['objective']!r} needs one ±1 (svm) or real (svr) target; this task has {train.n_outputs} outputs")
+    # Multi-class: the MSE-on-one-hot network's prediction (argmax scored as the class).
+    y = train.target_matrix()
+    f0_tr = None if fit.initial_train is None else np.asarray(fit.initial_train, dtype=np.float64)
+    f0_ev = None if fit.initial_eval is None else np.asarray(fit.initial_eval, dtype=np.float64)
+    k = kernel_outputs(kernels, len(train))
+    if k == 1:  # one kernel shared by the outputs (analytic NTK ⊗ I, or the output-averaged eNTK)
+        return theory_predictions(kernels[0], kernels[1], y, f0_train=f0_tr, f0_eval=f0_ev, **options)
+    flat = theory_predictions(
+        kernels[0], kernels[1], y.reshape(-1),
+        f0_train=None if f0_tr is None else f0_tr.reshape(-1),
+        f0_eval=None if f0_ev is None else f0_ev.reshape(-1),
+        **options,
+    )
+    return flat.reshape(-1, k)
+
+
+def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str]) -> dict[str, Any]:
+    """One valid seed's metrics: theory prediction, additivity, scores."""
+    data = job.task.data
+    n, ids = len(data.cells), enc.evaluate.cell_ids
+    kernels = fit.kernels or shared
+    sample_theory = None
+    if fit.theory_predictions is not None:
+        sample_theory = np.asarray(fit.theory_predictions, dtype=np.float64)
+    elif kernels is not None:
+        sample_theory = _theory_samples(fit, kernels, options, enc)
+    if data.vector_output or data.samples is not None:
+        return _score_shaped(job, fit, sample_theory, options, kernel_name, enc, where)
+    preds = per_cell(fit.predictions, ids, n)
+    theory_preds = None if sample_theory is None else per_cell(sample_theory, ids, n)
     where[0] = "additivity"
-    additivity = float(job.task.additivity.score(preds))
+    fitter = job.task.additivity
+    additivity = float(fitter.score(preds)) if fitter is not None else float("nan")
     where[0] = "scoring"
-    metrics = cell_metrics(data.kind, data.y, data.train_mask, preds, theory_preds, additivity)
+    metrics = cell_metrics(data.kind, data.y, data.train_mask, preds, theory_preds, additivity, test_mask=data.test_mask)
+    if fitter is None:
+        del metrics["additivity"]
+    metrics.update(_irrelevant(job, preds[None, :], None if theory_preds is None else theory_preds[None, :]))
     return {
         **metrics,
         "status": "ok",
@@ -174,3 +204,71 @@ def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_n
         "theory_predictions": None if theory_preds is None else np.round(theory_preds, 10).tolist(),
     }
 
+
+def _irrelevant(job: Job, rows: np.ndarray, theory_rows: np.ndarray | None) -> dict[str, float]:
+    """The irrelevant share of the model (and of its theory), for tasks that declare `relevant`."""
+    data, fitter = job.task.data, job.task.additivity
+    if fitter is None or not data.irrelevant:
+        return {}
+    from compbench.theory.additivity import irrelevant_share
+
+    out = {"irrelevant_share": float(irrelevant_share(fitter, rows, data.irrelevant))}
+    if theory_rows is not None:
+        out["theory_irrelevant_share"] = float(irrelevant_share(fitter, theory_rows, data.irrelevant))
+    return out
+
+
+def _score_shaped(job: Job, fit: Fitted, sample_theory: np.ndarray | None, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str]) -> dict[str, Any]:
+    """Metrics of a multi-class, K-output or function-valued task (scoring/metrics.shaped_metrics)."""
+    from compbench.scoring.metrics import shaped_metrics
+    from compbench.theory.additivity import pooled_score
+
+    data = job.task.data
+    n, ev = len(data.cells), enc.evaluate
+    ids = np.asarray(ev.cell_ids)
+    preds = np.asarray(fit.predictions, dtype=np.float64).reshape(len(ev), -1)
+    theory = None if sample_theory is None else np.asarray(sample_theory, dtype=np.float64).reshape(len(ev), -1)
+    k = preds.shape[1]
+    test_cells, train_cells = np.flatnonzero(data.test_mask), np.flatnonzero(data.train_mask)
+    s = data.samples
+    if s is not None:
+        m = s.n_eval
+        if not np.array_equal(ids, np.repeat(np.arange(n), m)):
+            raise ValueError("function-valued cells: the evaluation batch must hold every cell at the shared x_eval, cell by cell")
+        # rows for the additive decomposition: one per (x, output), columns the cells
+        cube = preds.reshape(n, m, k)
+        rows = cube.transpose(1, 2, 0).reshape(m * k, n)
+        th_rows = None if theory is None else theory.reshape(n, m, k).transpose(1, 2, 0).reshape(m * k, n)
+        target = np.asarray(s.y_eval).reshape(n * m, *np.shape(s.y_eval)[2:])
+        stored, stored_th = cube.mean(axis=1), None if theory is None else theory.reshape(n, m, k).mean(axis=1)
+        row_cells = ids
+        score_preds, score_theory = preds, theory
+    else:
+        cell_preds = np.stack([per_cell(preds[:, j], ids, n) for j in range(k)], axis=1)
+        cell_th = None if theory is None else np.stack([per_cell(theory[:, j], ids, n) for j in range(k)], axis=1)
+        rows, th_rows = cell_preds.T, None if cell_th is None else cell_th.T
+        stored, stored_th = cell_preds, cell_th
+        if data.kind == "multiclass":  # top-1 accuracy per sample, then per cell
+            row_cells, target, score_preds, score_theory = ids, np.asarray(data.y)[ids], preds, theory
+        else:
+            row_cells, target, score_preds, score_theory = np.arange(n), np.asarray(data.y), cell_preds, cell_th
+    where[0] = "scoring"
+    metrics, per_output = shaped_metrics(data.kind, test_cells, train_cells, target, score_preds, score_theory, row_cells)
+    where[0] = "additivity"
+    if job.task.additivity is not None:
+        metrics["additivity"] = float(pooled_score(job.task.additivity, rows))
+    metrics.update(_irrelevant(job, rows, th_rows))
+    squeeze = (lambda a: a[:, 0]) if (k == 1 and not data.vector_output) else (lambda a: a)
+    out: dict[str, Any] = {
+        **metrics,
+        "status": "ok",
+        "theory_kernel": kernel_name,
+        "theory_objective": options["objective"],
+        "predictions": np.round(squeeze(stored), 10).tolist(),
+        "theory_predictions": None if stored_th is None else np.round(squeeze(stored_th), 10).tolist(),
+    }
+    if data.kind == "multiclass":
+        out["theory_note"] = "theory: the MSE-on-one-hot network (kernel regression on one-hot targets, argmax)"
+    if per_output:
+        out["per_output"] = per_output
+    return out

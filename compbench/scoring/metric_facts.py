@@ -15,10 +15,15 @@ class MetricFact:
     name: str
     label: str
     direction: str | None  # "higher", "lower", or None (neither is better)
-    kind: str  # "classification", "regression" or "any"
+    kind: str | tuple[str, ...]  # "classification", "regression", "multiclass", several, or "any"
     theory: str | None = None  # the same metric computed on the model's kernel-theory prediction
-    chance: float | None = None  # the value of a predictor that ignores the input
+    chance: float | None = None  # the value of a predictor that ignores the input (multiclass: 1/K)
     needs_theory: bool = False  # present only when the model has a theory prediction
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The task kinds whose records carry this metric ("any": every kind)."""
+        return (self.kind,) if isinstance(self.kind, str) else self.kind
 
 
 def _facts(*facts: MetricFact) -> dict[str, MetricFact]:
@@ -26,11 +31,12 @@ def _facts(*facts: MetricFact) -> dict[str, MetricFact]:
 
 
 METRICS: dict[str, MetricFact] = _facts(
-    MetricFact("heldout_acc", "held-out accuracy", "higher", "classification", "theory_acc", 0.5),
-    MetricFact("train_acc", "training accuracy", "higher", "classification"),
+    MetricFact("heldout_acc", "held-out accuracy", "higher", ("classification", "multiclass"), "theory_acc", 0.5),
+    MetricFact("train_acc", "training accuracy", "higher", ("classification", "multiclass")),
     MetricFact("heldout_margin", "held-out margin y·f", "higher", "classification"),
     MetricFact("separation", "held-out separation (mean f on + minus on −)", "higher", "classification"),
     MetricFact("heldout_r2", "held-out R²", "higher", "regression", "theory_heldout_r2", 0.0),
+    MetricFact("irrelevant_share", "held-out variance share of the irrelevant components", "lower", "any", "theory_irrelevant_share"),
     MetricFact("heldout_mse", "held-out MSE", "lower", "regression"),
     MetricFact("train_mse", "training MSE", "lower", "regression"),
     MetricFact("slope", "held-out slope of prediction vs truth", None, "regression", "theory_slope"),
@@ -39,13 +45,14 @@ METRICS: dict[str, MetricFact] = _facts(
     MetricFact("additivity", "held-out conjunction-wise additivity R²", None, "any"),
     MetricFact("theory_r2", "R²(model, its theory) on held-out cells", "higher", "any", needs_theory=True),
     MetricFact("theory_max_abs_diff", "max |model − theory| on held-out cells", "lower", "any", needs_theory=True),
-    MetricFact("theory_acc", "held-out accuracy of the theory", "higher", "classification", needs_theory=True),
+    MetricFact("theory_acc", "held-out accuracy of the theory", "higher", ("classification", "multiclass"), needs_theory=True),
+    MetricFact("theory_irrelevant_share", "irrelevant share of the theory", "lower", "any", needs_theory=True),
     MetricFact("theory_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
     MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True),
 )
 
 # The leaderboard's score per task kind.
-SCORE = {"classification": "heldout_acc", "regression": "heldout_r2"}
+SCORE = {"classification": "heldout_acc", "regression": "heldout_r2", "multiclass": "heldout_acc"}
 
 
 def score_metric(kind: str) -> str:
@@ -61,4 +68,14 @@ def theory_partner(metric: str) -> str | None:
 
 def metrics_for(kind: str) -> list[str]:
     """Every metric a record of this task kind can carry."""
-    return [m for m, f in METRICS.items() if f.kind in (kind, "any")]
+    return [m for m, f in METRICS.items() if kind in f.kinds or "any" in f.kinds]
+
+
+def chance_level(metric: str, kind: str, n_classes: int = 0) -> float | None:
+    """What a predictor that ignores the input scores: 1/K for a K-class accuracy, else the fact's chance."""
+    fact = METRICS.get(metric)
+    if fact is None:
+        return None
+    if kind == "multiclass" and metric == "heldout_acc" and n_classes:
+        return 1.0 / n_classes
+    return fact.chance

@@ -49,9 +49,10 @@ def cell_metrics(
     preds: np.ndarray,
     theory_preds: np.ndarray | None,
     additivity: float,
+    test_mask: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """Every metric of one trained model on one task (held-out = cells outside train_mask)."""
-    test = ~train_mask
+    """Every metric of one trained model on one task (held-out = `test_mask`, default the untrained cells)."""
+    test = ~train_mask if test_mask is None else test_mask
     yt, pt = y[test], preds[test]
     m: dict[str, float] = {"additivity": additivity}
     if kind == "classification":
@@ -75,3 +76,89 @@ def cell_metrics(
             m["theory_slope"] = slope_intercept(yt, th)[0]
             m["theory_heldout_r2"] = r2(yt, th)
     return m
+
+
+def pooled_r2(target: np.ndarray, preds: np.ndarray) -> float:
+    """R² over rows × outputs: 1 − ΣSS_res / ΣSS_tot, each output centred on its own mean.
+
+    Equals `r2` for one output; rows are samples (or cells), trailing axes outputs.
+    """
+    t = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
+    p = np.asarray(preds, dtype=np.float64).reshape(len(preds), -1)
+    if t.shape[1] == 1:
+        return r2(t[:, 0], p[:, 0])
+    ss_res = float(np.sum((t - p) ** 2))
+    ss_tot = float(np.sum((t - t.mean(axis=0)) ** 2))
+    scale = 1e-12 * t.size * max(1.0, float(np.mean(t**2)))
+    if ss_tot <= scale:
+        return 1.0 if ss_res <= scale else 0.0
+    return 1.0 - ss_res / ss_tot
+
+
+def top1_accuracy(scores: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """Per sample: 1 if the true class has the highest score, 1/t if it ties with t − 1 others, else 0.
+
+    A tie among the top scores counts as a fair draw among them (as a ±1 tie scores ½).
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    top = s.max(axis=1, keepdims=True)
+    tol = TIE_TOL * np.maximum(1.0, np.abs(top))
+    at_top = s >= top - tol
+    hit = at_top[np.arange(len(s)), np.asarray(classes, dtype=np.int64)]
+    return np.where(hit, 1.0 / at_top.sum(axis=1), 0.0)
+
+
+def _cell_mean(values: np.ndarray, cell_ids: np.ndarray, cells: np.ndarray) -> float:
+    """Mean over `cells` of each cell's mean of `values` (samples weighted so every cell counts once)."""
+    n = int(max(cell_ids.max(initial=-1), cells.max(initial=-1))) + 1
+    sums = np.bincount(cell_ids, weights=values, minlength=n)
+    counts = np.bincount(cell_ids, minlength=n)
+    chosen = cells[counts[cells] > 0]
+    if len(chosen) == 0:
+        return float("nan")
+    return float(np.mean(sums[chosen] / counts[chosen]))
+
+
+def shaped_metrics(
+    kind: str,
+    test_cells: np.ndarray,
+    train_cells: np.ndarray,
+    target: np.ndarray,
+    preds: np.ndarray,
+    theory: np.ndarray | None,
+    row_cells: np.ndarray,
+) -> tuple[dict[str, float], dict[str, list[float]]]:
+    """Metrics of a multi-class, K-output or function-valued task: (scalar metrics, per-output lists).
+
+    Rows are what is scored: cells (per-cell means) for tasks with one target per cell, or
+    (cell, x) samples for function-valued cells; `row_cells[r]` is row r's cell. `target` holds
+    classes (multiclass) or values (rows, K); `preds`/`theory` (rows, K). Held-out metrics use the
+    rows of `test_cells`; accuracies average per cell first, so every cell counts once.
+    """
+    te = np.isin(row_cells, test_cells)
+    tr = np.isin(row_cells, train_cells)
+    m: dict[str, float] = {}
+    per_output: dict[str, list[float]] = {}
+    p2 = preds.reshape(len(preds), -1)
+    if kind == "multiclass":
+        hits = top1_accuracy(p2, target)
+        m["heldout_acc"] = _cell_mean(hits, row_cells, test_cells)
+        m["train_acc"] = _cell_mean(hits, row_cells, train_cells)
+    else:
+        t2 = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
+        m["heldout_r2"] = pooled_r2(t2[te], p2[te])
+        m["heldout_mse"] = float(np.mean((p2[te] - t2[te]) ** 2))
+        m["train_mse"] = float(np.mean((p2[tr] - t2[tr]) ** 2)) if tr.any() else float("nan")
+        if p2.shape[1] > 1:
+            per_output["heldout_r2"] = [r2(t2[te, k], p2[te, k]) for k in range(p2.shape[1])]
+    if theory is not None:
+        th = theory.reshape(len(theory), -1)
+        m["theory_r2"] = pooled_r2(th[te], p2[te])
+        m["theory_max_abs_diff"] = float(np.max(np.abs(th[te] - p2[te])))
+        if kind == "multiclass":
+            m["theory_acc"] = _cell_mean(top1_accuracy(th, target), row_cells, test_cells)
+        else:
+            m["theory_heldout_r2"] = pooled_r2(t2[te], th[te])
+            if th.shape[1] > 1:
+                per_output["theory_heldout_r2"] = [r2(t2[te, k], th[te, k]) for k in range(th.shape[1])]
+    return m, per_output

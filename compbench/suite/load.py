@@ -134,15 +134,24 @@ def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], li
             objective = get_adapter(m.adapter)(m.params).theory_options().get("objective")
         except Exception:  # noqa: BLE001 — a plugin's theory_options is checked per cell at run time
             continue
+        loss = getattr(m.params, "loss", None)
+        if loss == "cross_entropy":
+            scalar = [t.id for t in loaded.tasks_for(m) if kinds.get(t.id, (None, None))[0] in ("classification", "regression")]
+            if scalar:
+                reported.add(m.group)
+                issues.append(lines.issue(("models", index[m.group], "params"),
+                                          f"loss: cross_entropy needs a multiclass task, but task(s) {', '.join(repr(t) for t in scalar)} "
+                                          "are not; use loss: mse / logistic, or limit the model's `tasks:`"))
+            continue
         if objective != "svm":
             continue
-        regression = [t.id for t in loaded.tasks_for(m) if kinds.get(t.id, (None, None))[0] == "regression"]
+        regression = [t.id for t in loaded.tasks_for(m) if kinds.get(t.id, (None, None))[0] in ("regression", "multiclass")]
         if regression:
             reported.add(m.group)
             what = "loss: logistic" if "loss" in type(m.params).model_fields else "objective: svm"
             issues.append(lines.issue(("models", index[m.group], "params"),
                                       f"{what} trains a max-margin model that needs ±1 targets, but task(s) "
-                                      f"{', '.join(repr(t) for t in regression)} are regression; use loss: mse / a "
+                                      f"{', '.join(repr(t) for t in regression)} are regression or multiclass; use loss: mse / a "
                                       "regression objective, or limit the model's `tasks:`"))
 
 

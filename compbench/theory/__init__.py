@@ -5,6 +5,8 @@ from compbench.theory.additivity import (
     ConjunctionLabel,
     additivity_score,
     conjunction_features,
+    irrelevant_share,
+    pooled_score,
 )
 from compbench.theory.analytic import relu_nngp, relu_ntk, standard_mlp_ntk
 from compbench.theory.ntk import empirical_ntk
@@ -32,6 +34,8 @@ __all__ = [
     "NotPSDError",
     "Weights",
     "additivity_score",
+    "irrelevant_share",
+    "pooled_score",
     "agreement_counts",
     "agreement_patterns",
     "check_psd",

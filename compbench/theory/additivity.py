@@ -6,7 +6,7 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["AdditivityFit", "ConjunctionLabel", "additivity_score", "conjunction_features"]
+__all__ = ["AdditivityFit", "ConjunctionLabel", "additivity_score", "conjunction_features", "irrelevant_share", "pooled_score"]
 
 # (S, s): component subset S (sorted indices) and its values s; ((), ()) is the intercept.
 ConjunctionLabel = tuple[tuple[int, ...], tuple[int, ...]]
@@ -111,6 +111,52 @@ class AdditivityFit:
         if single:
             return {label: float(c) for label, c in zip(self.labels, coef[0])}
         return {label: coef[:, j].copy() for j, label in enumerate(self.labels)}
+
+
+def _pooled(ratio_num: np.ndarray, ratio_den: np.ndarray) -> float:
+    num, den = float(np.sum(ratio_num)), float(np.sum(ratio_den))
+    return float("nan") if den <= 0 else num / den
+
+
+def pooled_score(fit: AdditivityFit, rows: np.ndarray) -> float:
+    """Additivity R² of several prediction rows at once (outputs, inputs x): 1 − ΣSS_res / ΣSS_tot."""
+    y, _ = fit._preds(rows)
+    if len(y) == 1:
+        return float(fit.score(y[0]))
+    y_test = y[:, fit.test_mask]
+    ss_res = ((y_test - y @ fit._hat_test.T) ** 2).sum()
+    ss_tot = ((y_test - y_test.mean(axis=1, keepdims=True)) ** 2).sum()
+    tiny = _DEGENERATE_REL * float((y**2).mean()) * y_test.size
+    if ss_tot <= tiny:
+        return 1.0 if ss_res <= tiny else 0.0
+    return 1.0 - float(ss_res / ss_tot)
+
+
+def irrelevant_share(fit: AdditivityFit, rows: np.ndarray, irrelevant: tuple[int, ...] | list[int]) -> float:
+    """Variance of the held-out predictions' additive parts that involve an irrelevant component, over theirs.
+
+    `rows` are predictions on every cell (n_cells,) or (k, n_cells) (outputs, or inputs x of
+    function-valued cells: numerator and denominator are summed over rows). The parts are the
+    conjunction-wise additive fit's terms g_S(z_S), S meeting `irrelevant` (LITERATURE.md §1). For
+    two components and held-out cells whose conjunctions were never trained, the held-out fit is
+    g_0 + g_1 + g_2 with each g unique up to a constant, so the share does not depend on how the
+    fit splits constants. 0 when the held-out predictions are constant.
+    """
+    y, _ = fit._preds(rows)
+    bad = set(irrelevant)
+    if not bad:
+        raise ValueError("irrelevant_share needs at least one irrelevant component")
+    w = y @ fit._pinv.T  # (k, p−1): coefficients of the non-intercept columns
+    cols = np.array([bool(set(label[0]) & bad) for label in fit.labels[1:]])
+    xt = (fit.features[:, 1:] - fit._col_mean)[fit.test_mask]
+    part = xt[:, cols] @ w[:, cols].T  # (n_test, k): centred columns; a constant shift leaves variances alone
+    y_test = y[:, fit.test_mask].T
+    num = part.var(axis=0)
+    den = y_test.var(axis=0)
+    tiny = _DEGENERATE_REL * max(float((y**2).mean()), 1e-300)
+    if float(den.sum()) <= tiny:
+        return 0.0
+    return _pooled(num, den)
 
 
 def additivity_score(cells: np.ndarray, preds: np.ndarray, train_mask: np.ndarray) -> float:
