@@ -106,7 +106,11 @@ class KernelAdapter(Adapter):
 
         p = self.params
         self._check_psd(train)
-        K_tr, K_ev, y_tr = self._gram(train, train), self._gram(evaluate, train), train.y
+        K_tr, K_ev = self._gram(train, train), self._gram(evaluate, train)
+        # K outputs share the kernel: K right-hand sides (one-hot rows for classes, the MSE reading)
+        y_tr = train.regression_targets()
+        if train.vector_output and p.objective in ("svm", "svr"):
+            raise InvalidModelError(f"objective {p.objective!r} fits one target; this task has {train.n_outputs} outputs (use min_norm or ridge)")
         info: dict[str, object] = {"objective": p.objective}
         if p.objective in ("min_norm", "ridge"):
             # Solved in the dual with LAPACK's SVD least squares: an independent path from the

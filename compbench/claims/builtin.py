@@ -188,7 +188,8 @@ class Ordered(Claim):
 
     Params = OrderedParams
     per_cell = False
-    metrics = ("heldout_acc", "heldout_r2", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc", "separation")
+    metrics = ("heldout_acc", "train_acc", "heldout_r2", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc", "separation",
+               "irrelevant_share", "theory_irrelevant_share")
 
     def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:
         listed = expectation.tasks if params.over == "tasks" else expectation.models

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from compbench.report.tables import Table, leaderboard_cells, metric_header
-from compbench.scoring.metric_facts import METRICS, score_metric
+from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 
 
 def run_date(out_dir: Path) -> str:
@@ -58,7 +58,7 @@ def tasks_table(ctx: Any) -> Table:
     for entry in ctx.loaded.suite.tasks:
         data = ctx.tasks[entry.id]
         metric = score_metric(data.kind)
-        chance = METRICS[metric].chance
+        chance = chance_level(metric, data.kind, data.n_classes)
         rows.append([entry.id, entry.family, entry.description or _family_doc(entry.family),
                      _values(data.n_values, tuple(data.component_names)), f"{data.n_train} / {data.n_test}", data.kind,
                      metric_header(metric), "–" if chance is None else f"{chance:g}"])

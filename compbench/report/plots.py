@@ -126,8 +126,9 @@ def theory_scatter(  # type: ignore[no-untyped-def]
         if failed or not ok:
             handles.append(_note_handle(failed or f"{model}: no theory prediction"))
             continue
-        th = np.concatenate([np.asarray(r["theory_predictions"], dtype=float)[test_mask] for r in ok])
-        pr = np.concatenate([np.asarray(r["predictions"], dtype=float)[test_mask] for r in ok])
+        # vector outputs: every (cell, output) is a point
+        th = np.concatenate([np.asarray(r["theory_predictions"], dtype=float)[test_mask].ravel() for r in ok])
+        pr = np.concatenate([np.asarray(r["predictions"], dtype=float)[test_mask].ravel() for r in ok])
         kernel = all(r.get("adapter") == "kernel" for r in ok)
         r2 = np.mean([r["theory_r2"] for r in ok if r.get("theory_r2") is not None] or [math.nan])
         n_err = sum(r["status"] == "error" for r in recs)
@@ -197,7 +198,10 @@ def grid_heatmaps(  # type: ignore[no-untyped-def]
         ok = _ok(recs)
         if ok:
             first = min(ok, key=lambda r: r["seed"])
-            panels.append((f"{m} (seed {first['seed']})", np.asarray(first["predictions"], dtype=float), ""))
+            values = np.asarray(first["predictions"], dtype=float)
+            if values.ndim == 2:  # multi-class: the predicted class, on the truth's scale
+                values = np.argmax(values, axis=1).astype(float)
+            panels.append((f"{m} (seed {first['seed']})", values, ""))
         else:
             panels.append((m, None, _failure_label(m, recs) or "no result"))
     panels += [(m, None, f"{m}: missing (no stored result)") for m in missing]
@@ -384,8 +388,8 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
         data = make_task(entry.family, **entry.params)
         if any(r.get("theory_predictions") is not None for r in _ok(recs)) or not _ok(recs):
             yield (f"theory-{entry.id}", f"{entry.id}: each model's held-out predictions against its kernel-theory prediction",
-                   theory_scatter(entry.id, recs, ~data.train_mask, colors, missing))
-        if data.n_components == 2:
+                   theory_scatter(entry.id, recs, data.test_mask, colors, missing))
+        if data.n_components == 2 and (not data.vector_output or data.n_classes):
             no_sweep = [m for m in missing if not next(s for s in asked if s.id == m).sweep_values]
             yield (f"grid-{entry.id}", f"{entry.id}: truth and predictions on the conjunction grid",
                    grid_heatmaps(entry.id, recs, data.cells, data.y, data.train_mask, data.component_names, no_sweep))

@@ -15,7 +15,7 @@ from tabulate import tabulate
 
 from compbench import __version__
 from compbench.scoring.expectations import Verdict
-from compbench.scoring.metric_facts import METRICS, score_metric
+from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 
 BIG_SWEEP = 12  # sweeps with more members are summarised, not listed member by member
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
@@ -143,6 +143,7 @@ class CellStats:
     beats_kernel: bool = False
     best: bool = False
     at_chance: bool = False
+    chance: float | None = None  # the score of a predictor that ignores the input (1/K for K classes)
     is_sweep: bool = False
     n_members: int = 1
     error: str = ""
@@ -204,6 +205,7 @@ def leaderboard_cells(
                              n_members=len(members[name]) if is_big else 1, error=str(errors[0].get("error", "")) if errors else "")
             if ok:
                 cell.metric = _score_metric(ok[0])
+                cell.chance = chance_level(cell.metric, "multiclass" if ok[0].get("n_classes") else "", int(ok[0].get("n_classes") or 0))
                 scores = _vals(r.get(cell.metric) for r in ok)
                 if scores:
                     cell.mean = float(np.mean(scores))
@@ -214,7 +216,7 @@ def leaderboard_cells(
     for task in tasks:
         col = [c for (_, t), c in cells.items() if t == task and not math.isnan(c.mean)]
         for c in col:
-            c.at_chance = near_chance(c.mean, c.std, c.n_ok if not c.is_sweep else c.n_members, METRICS[c.metric].chance)
+            c.at_chance = near_chance(c.mean, c.std, c.n_ok if not c.is_sweep else c.n_members, c.chance)
         col = [c for c in col if not c.at_chance]
         if col:
             lower = METRICS[col[0].metric].direction == "lower"
@@ -309,6 +311,8 @@ class TheoryStats:
     slope_mean: float = math.nan
     theory_slope_mean: float = math.nan
     n_heldout: int = 0
+    irrelevant_share_mean: float = math.nan
+    theory_irrelevant_share_mean: float = math.nan
     r2_note: str = ""  # why R²(model, theory) means nothing here ("2 cells", "theory constant"), else ""
 
 
@@ -368,6 +372,8 @@ def theory_stats(
                 st.max_abs_diff = max(_vals(r.get("theory_max_abs_diff") for r in ok), default=math.nan)
                 st.slope_mean = _mstd(r.get("slope") for r in ok)[0]
                 st.theory_slope_mean = _mstd(r.get("theory_slope") for r in ok)[0]
+                st.irrelevant_share_mean = _mstd(r.get("irrelevant_share") for r in ok)[0]
+                st.theory_irrelevant_share_mean = _mstd(r.get("theory_irrelevant_share") for r in ok)[0]
                 st.n_heldout, st.r2_note = _r2_note(ok, (heldout or {}).get(task))
             out.append(st)
     return out
@@ -386,13 +392,15 @@ def theory_table(
     """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes."""
     tasks = tasks if tasks is not None else list(dict.fromkeys(r["task"] for r in records))
     rows, keys, meta, links = [], {}, [], {}
+    # The irrelevant share exists only for tasks that declare the components their target depends on.
+    shares = any(r.get("irrelevant_share") is not None for r in records)
     for i, st in enumerate(theory_stats(records, tasks, expected, heldout)):
         name = f"{st.model} (worst of {st.worst_of})" if st.worst_of > 1 else st.model
         meta.append({"model": name, "task": st.task, "status": st.status})
         if st.worst_of == 1:
             links[(i, 1)] = cell_anchor(st.model, st.task)
         if st.status in ("error", "skipped", MISSING):
-            rows.append([name, st.task, *[st.status] * 6])
+            rows.append([name, st.task, *[st.status] * (8 if shares else 6)])
             continue
         kernel = f"{st.theory_kernel or '–'}/{st.theory_objective or '–'}" + (" (some seeds failed)" if st.status == "partial" else "")
         r2_text = f"n/a ({st.r2_note})" if st.r2_note else _fmt(st.theory_r2_mean, st.theory_r2_std)
@@ -400,8 +408,11 @@ def theory_table(
             name, st.task, kernel, r2_text,
             "–" if math.isnan(st.max_abs_diff) else f"{st.max_abs_diff:.2e}",
             _fmt(st.additivity_mean, st.additivity_std), _fmt(st.slope_mean), _fmt(st.theory_slope_mean),
-        ])
-        for j, v in ((3, math.nan if st.r2_note else st.theory_r2_mean), (4, st.max_abs_diff), (5, st.additivity_mean), (6, st.slope_mean), (7, st.theory_slope_mean)):
+        ] + ([_fmt(st.irrelevant_share_mean), _fmt(st.theory_irrelevant_share_mean)] if shares else []))
+        sortable = [(3, math.nan if st.r2_note else st.theory_r2_mean), (4, st.max_abs_diff), (5, st.additivity_mean), (6, st.slope_mean), (7, st.theory_slope_mean)]
+        if shares:
+            sortable += [(8, st.irrelevant_share_mean), (9, st.theory_irrelevant_share_mean)]
+        for j, v in sortable:
             if not math.isnan(v):
                 keys[(i, j)] = v
     note = (
@@ -414,8 +425,13 @@ def theory_table(
     )
     headers = ["model", "task", "theory kernel/objective", "R²(model, theory) ↑", "max |model − theory| ↓", "additivity R²",
                "slope", "theory slope"]
+    if shares:
+        headers += ["irrelevant share ↓", "theory irrelevant share"]
+        note += (" Irrelevant share (tasks that declare which components their target depends on): the variance of the "
+                 "held-out predictions' additive parts that involve a component the target ignores, over the variance of "
+                 "the held-out predictions (0: nothing leaks through an irrelevant input).")
     return Table("Agreement with the kernel theory and conjunction-wise additivity", note, headers, rows, sort_keys=keys,
-                 anchor="theory", directions={3: "higher", 4: "lower"}, row_meta=meta, links=links)
+                 anchor="theory", directions={3: "higher", 4: "lower", **({8: "lower"} if shares else {})}, row_meta=meta, links=links)
 
 
 def theory_frame(

@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from compbench.registry import PluginError, Registry, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.reporters"
@@ -162,6 +164,7 @@ class PredictionsWriter(Reporter):
 
         rows = []
         components: dict[str, None] = {}
+        vector = False
         for r in ctx.records:
             if r.get("status") != "ok" or r.get("predictions") is None or r["task"] not in ctx.tasks:
                 continue
@@ -170,16 +173,31 @@ class PredictionsWriter(Reporter):
             components.update(dict.fromkeys(names))
             preds = r["predictions"]
             theory = r.get("theory_predictions")
+            classes = bool(getattr(data, "n_classes", 0))
+            width = 1 if classes or np.ndim(data.y) == 1 else int(np.shape(data.y)[1])
+            vector = vector or width > 1
+            test = data.test_mask
             for i, cell in enumerate(data.cells):
-                row: dict[str, Any] = {"task": r["task"], "model": r["model"], "seed": r["seed"],
-                                       "split": "train" if data.train_mask[i] else "held_out"}
-                for c, name in enumerate(names):
-                    row[name] = _label(data, c, int(cell[c]))
-                row["y"] = float(data.y[i])
-                row["prediction"] = preds[i]
-                row["theory"] = theory[i] if theory is not None else None
-                rows.append(row)
-        columns = [*PREDICTION_COLUMNS, *components, "y", "prediction", "theory"]
+                for k in range(width):
+                    row: dict[str, Any] = {"task": r["task"], "model": r["model"], "seed": r["seed"],
+                                           "split": "held_out" if test[i] else "train"}
+                    for c, name in enumerate(names):
+                        row[name] = _label(data, c, int(cell[c]))
+                    if classes:  # the class, and the argmax of the per-class outputs
+                        row["y"] = int(data.y[i])
+                        row["prediction"] = int(np.argmax(preds[i]))
+                        row["theory"] = int(np.argmax(theory[i])) if theory is not None else None
+                    elif width > 1:
+                        row["output"] = k
+                        row["y"] = float(data.y[i][k])
+                        row["prediction"] = preds[i][k]
+                        row["theory"] = theory[i][k] if theory is not None else None
+                    else:
+                        row["y"] = float(data.y[i])
+                        row["prediction"] = preds[i]
+                        row["theory"] = theory[i] if theory is not None else None
+                    rows.append(row)
+        columns = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
         path = ctx.out_dir / "predictions.csv"
         pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
         return [path]
@@ -191,7 +209,7 @@ def _component_names(data: Any) -> list[str]:
 
 def _column(name: str) -> str:
     # A component named like a fixed column must not overwrite it.
-    return f"component:{name}" if name in (*PREDICTION_COLUMNS, "y", "prediction", "theory") else name
+    return f"component:{name}" if name in (*PREDICTION_COLUMNS, "output", "y", "prediction", "theory") else name
 
 
 def _label(data: Any, c: int, v: int) -> str:

@@ -34,7 +34,7 @@ def _base_record(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
         "seed": seed,
         "device": device,
         "n_train": int(t.data.train_mask.sum()),
-        "n_test": int((~t.data.train_mask).sum()),
+        "n_test": t.data.n_test,
         "determinism": determinism_settings(),
     }
 
@@ -268,6 +268,7 @@ def _score_shaped(job: Job, fit: Fitted, sample_theory: np.ndarray | None, optio
         "theory_predictions": None if stored_th is None else np.round(squeeze(stored_th), 10).tolist(),
     }
     if data.kind == "multiclass":
+        out["n_classes"] = data.n_classes
         out["theory_note"] = "theory: the MSE-on-one-hot network (kernel regression on one-hot targets, argmax)"
     if per_output:
         out["per_output"] = per_output
