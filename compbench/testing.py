@@ -229,8 +229,11 @@ def check_task_family(name_or_builder: str | Callable[..., Any], params: dict[st
         problems.append(f"cells must index values below n_values {tuple(t.n_values)} in each of their {cells.shape[1]} columns")
     elif len(np.unique(cells, axis=0)) != len(cells):
         problems.append("cells lists a conjunction twice")
-    if y.shape != (len(cells),) or y.dtype.kind != "f":
-        problems.append(f"y must be a float array of shape ({len(cells)},), got {y.dtype} of shape {y.shape}")
+    if getattr(t, "n_classes", 0):
+        if y.shape != (len(cells),) or y.dtype.kind not in "iu":
+            problems.append(f"y of a multiclass task must be an int array of shape ({len(cells)},), got {y.dtype} of shape {y.shape}")
+    elif y.ndim not in (1, 2) or len(y) != len(cells) or y.dtype.kind != "f":
+        problems.append(f"y must be a float array of shape ({len(cells)},) or ({len(cells)}, K), got {y.dtype} of shape {y.shape}")
     if mask.shape != (len(cells),) or mask.dtype != bool:
         problems.append(f"train_mask must be a bool array of shape ({len(cells)},), got {mask.dtype} of shape {mask.shape}")
     if t.component_names and len(t.component_names) != len(t.n_values):
