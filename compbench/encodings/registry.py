@@ -139,6 +139,15 @@ def encode_khot(task: TaskData) -> Encoded:
     return encode_cells("khot", task, task.cells.astype(np.float64))
 
 
+@register_encoding("latents")
+def encode_latents(task: TaskData) -> Encoded:
+    """Each component's value as its continuous features (`TaskData.value_features`), concatenated."""
+    if task.value_features is None:
+        raise ValueError(f"encoding 'latents' needs a task that gives its values continuous features (value_features); {task.family!r} does not")
+    x = np.concatenate([np.asarray(f, dtype=np.float64)[task.cells[:, c]] for c, f in enumerate(task.value_features)], axis=1)
+    return encode_cells("latents", task, x)
+
+
 class CoordinateParams(BaseModel):
     """Parameters of the `coordinates` encoding."""
 

@@ -79,6 +79,9 @@ class TaskData:
     samples: CellSamples | None = None
     iid: bool = False
     heldout: np.ndarray | None = None
+    # Continuous features of each component's values (component c: n_values[c] × d_c), e.g. a slot's
+    # (x, y, brightness); the `latents` encoding feeds them to models instead of one-hot codes.
+    value_features: tuple[np.ndarray, ...] | None = None
 
     def label(self, c: int, v: int) -> str:
         """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
@@ -206,6 +209,12 @@ def validate_split(task: TaskData) -> None:
             raise SplitError(f"relevant components must be distinct indices 0..{task.n_components - 1}, got {task.relevant}")
     if task.samples is not None:
         _check_samples(task)
+    if task.value_features is not None:
+        vf = task.value_features
+        if len(vf) != task.n_components or any(np.ndim(f) != 2 or len(f) != n for f, n in zip(vf, task.n_values)):
+            raise SplitError("value_features must hold one (n_values × d) array per component")
+        if not all(np.all(np.isfinite(f)) for f in vf):
+            raise SplitError("value_features must be finite")
     if task.n_train == 0:
         raise SplitError("the split has no training cells")
     if task.heldout is not None:
