@@ -539,3 +539,357 @@ def test_mutated_tables_validate_or_fail_with_located_errors(params):
     except SuiteError as exc:
         assert exc.issues and all(str(i).startswith("fuzz.yaml:") and i.line is not None for i in exc.issues)
         assert "invalid task" not in str(exc)  # every table mistake is a TaskParamError or a pydantic error
+
+
+# --- vector targets, class targets, relevant components ---------------------------------------
+
+SIZE = {"name": "size", "values": ["small", "big"]}
+HABITAT = {"name": "habitat", "values": ["land", "water", "air"]}
+TWO_SHAPES = {"name": "shape", "values": ["circle", "square"]}
+
+
+def test_vector_sum_and_pairs_targets_by_hand():
+    pairs = [{"components": ["colour", "shape"], "values": [[[0, 0], [0, 0]], [[0, 0], [5, 5]], [[0, 0], [0, 0]]]}]
+    t = make_task("table", components=[COLOUR, TWO_SHAPES],
+                  target={"sum": {"colour": [[1, 0], [2, 0], [3, 0]], "shape": [[0, 1], [0, -1]]}, "pairs": pairs},
+                  held_out=[["red", "circle"], ["blue", "square"]])
+    assert t.y.dtype == np.float64 and t.y.shape == (6, 2) and t.n_outputs == 2 and t.vector_output
+    assert (t.kind, t.n_classes, t.relevant) == ("regression", 0, None)
+    # (colour value) + (shape value) + 5·[1, 1] at (green, square), cell by cell in grid order.
+    assert t.y.tolist() == [[1, 1], [1, -1], [2, 1], [7, 4], [3, 1], [3, -1]]
+
+
+def test_vector_pair_table_alone_is_indexed_by_the_first_named_component():
+    pairs = [{"components": ["shape", "colour"], "values": [[[1, 2, 3], [0, 0, 0], [0, 0, 0]], [[0, 0, 0], [0, 0, 0], [0, 0, 7]]]}]
+    t = make_task("table", components=[COLOUR, TWO_SHAPES], target={"sum": {}, "pairs": pairs}, held_out=[["red", "square"]])
+    expected = np.zeros((6, 3))
+    expected[grid_index(t, "red", "circle")] = [1, 2, 3]
+    expected[grid_index(t, "blue", "square")] = [0, 0, 7]
+    assert t.y.tolist() == expected.tolist()
+
+
+def test_vector_cells_targets():
+    rows = [["b", "y", [-1, 0.5]], ["a", "x", [1.5, 2]], ["b", "x", [2, 0]], ["a", "y", [-0.25, 1]]]
+    t = make_task("table", components=[{"name": "p", "values": ["a", "b"]}, {"name": "q", "values": ["x", "y"]}],
+                  target={"cells": rows}, held_out=[["b", "y"]])
+    assert t.y.tolist() == [[1.5, 2.0], [-0.25, 1.0], [2.0, 0.0], [-1.0, 0.5]] and t.n_outputs == 2
+
+
+def test_vector_targets_equal_per_output_scalar_tables():
+    # Output k of a vector table is the scalar table built from every value's k-th entry.
+    out0 = {"colour": [1.5, -2.0, 0.25], "shape": [3.0, 0.5, -1.0, 2.0]}
+    out1 = {"colour": [0.0, 7.0, -3.5], "shape": [1.0, 1.0, 4.0, -0.75]}
+    p0 = [[0.5, 0, 0, 1], [0, 2, 0, 0], [1, 0, 0, -3]]
+    p1 = [[1, 1, 0, 0], [0, 0, 0, 9], [0, -2, 0, 0]]
+    vec = make_task("table", components=[COLOUR, SHAPE], held_out=HELD, target={
+        "sum": {c: [[a, b] for a, b in zip(out0[c], out1[c])] for c in out0},
+        "pairs": [{"components": ["colour", "shape"], "values": [[[a, b] for a, b in zip(r0, r1)] for r0, r1 in zip(p0, p1)]}]})
+    for k, (out, p) in enumerate(((out0, p0), (out1, p1))):
+        scalar = make_task("table", components=[COLOUR, SHAPE], held_out=HELD,
+                           target={"sum": out, "pairs": [{"components": ["colour", "shape"], "values": p}]})
+        assert vec.y[:, k].tolist() == scalar.y.tolist()
+    assert vec.train_mask.tolist() == scalar.train_mask.tolist()
+
+
+HABITAT_ROWS = [["small", "land", "walks"], ["big", "land", "walks"], ["small", "water", "swims"],
+                ["big", "water", "swims"], ["small", "air", "flies"], ["big", "air", "flies"]]
+
+
+def habitat(**kw) -> TaskData:
+    params = {"components": [SIZE, HABITAT], "kind": "multiclass", "target": {"cells": HABITAT_ROWS},
+              "held_out": [["small", "water"], ["big", "air"]]}
+    return make_task("table", **{**params, **kw})
+
+
+def test_class_cells_with_declared_classes():
+    t = habitat(target={"cells": HABITAT_ROWS, "classes": ["walks", "swims", "flies"]})
+    assert t.kind == "multiclass" and t.n_classes == 3 and t.n_outputs == 3 and t.vector_output
+    assert t.y.dtype == np.int64 and t.y.tolist() == [0, 1, 2, 0, 1, 2]
+    assert t.y[grid_index(t, "small", "water")] == 1
+    # A declared class no cell uses still counts: it fixes the number of outputs.
+    t4 = habitat(target={"cells": HABITAT_ROWS, "classes": ["digs", "walks", "swims", "flies"]})
+    assert t4.n_classes == 4 and t4.y.tolist() == [1, 2, 3, 1, 2, 3]
+
+
+def test_class_order_is_inferred_sorted():
+    t = habitat()
+    assert t.n_classes == 3 and t.y.tolist() == [2, 1, 0, 2, 1, 0]  # flies, swims, walks
+    # Integers sort numerically (2 before 10), and the integer 2 and the text "2" are one class.
+    rows = [["small", "land", 10], ["big", "land", "2"], ["small", "water", 2], ["big", "water", -1],
+            ["small", "air", 10], ["big", "air", 2]]
+    t = habitat(target={"cells": rows})
+    # Classes -1, 2, 10; cells in grid order: (small, land/water/air) = 10, 2, 10, (big, ...) = 2, -1, 2.
+    assert t.n_classes == 3 and t.y.tolist() == [2, 1, 2, 1, 0, 1]
+    rows[0][2] = "x10"  # one label is not an integer: all sort as text ("-1" < "10" < "2" < "x10")
+    t = habitat(target={"cells": rows})
+    assert t.n_classes == 4 and t.y.tolist() == [3, 2, 1, 2, 0, 2]
+
+
+def test_relevant_components():
+    t = habitat(relevant=["habitat"])
+    assert t.relevant == (1,) and t.irrelevant == (0,)
+    assert habitat().relevant is None and habitat().irrelevant == ()
+    both = make_task("table", components=[COLOUR, SHAPE], target={"sum": SUM}, held_out=HELD, relevant=["shape", "colour"])
+    assert both.relevant == (0, 1) and both.irrelevant == ()
+    only_shape = make_task("table", components=[COLOUR, SHAPE], target={"sum": {"shape": SUM["shape"]}}, held_out=HELD,
+                           relevant=["shape"])
+    assert only_shape.relevant == (1,)
+    with pytest.raises(TaskParamError, match=r"\(red, circle\) has 1 but \(green, circle\) has 2") as exc:
+        make_task("table", components=[COLOUR, SHAPE], target={"sum": SUM}, held_out=HELD, relevant=["shape"])
+    assert exc.value.loc == ("relevant",)
+
+
+def test_new_fields_survive_a_json_round_trip():
+    t = habitat(target={"cells": HABITAT_ROWS, "classes": ["walks", "swims", "flies"]}, relevant=["habitat"])
+    again = make_task("table", **json.loads(json.dumps(t.params)))
+    assert again.y.tolist() == t.y.tolist() and again.n_classes == 3 and again.relevant == (1,)
+
+
+VECTOR_SUITE = """\
+name: t
+seeds: 1
+tasks:
+  - id: v
+    family: table
+    params:
+      components:
+        - {name: colour, values: [red, green, blue]}
+        - {name: shape, values: [circle, square]}
+      target:
+        sum:
+          colour: [[1, 0], [2, 0], [3, 0]]
+          shape: [[0, 1], [0, -1]]
+        pairs:
+          - components: [colour, shape]
+            values:
+              - [[0, 0], [0, 0]]
+              - [[0, 0], [5, 5]]
+              - [[0, 0], [0, 0]]
+      held_out: [[red, circle], [blue, square]]
+models:
+  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}}
+"""
+
+VECTOR_CELLS_SUITE = edit(VECTOR_SUITE, VECTOR_SUITE[VECTOR_SUITE.index("      target:\n"):VECTOR_SUITE.index("      held_out:")], """\
+      target:
+        cells:
+          - [red, circle, [1, 1]]
+          - [red, square, [1, -1]]
+          - [green, circle, [2, 1]]
+          - [green, square, [7, 4]]
+          - [blue, circle, [3, 1]]
+          - [blue, square, [3, -1]]
+""")
+
+CLASS_SUITE = """\
+name: t
+seeds: 1
+tasks:
+  - id: h
+    family: table
+    params:
+      components:
+        - {name: size, values: [small, big]}
+        - {name: habitat, values: [land, water, air]}
+      kind: multiclass
+      target:
+        classes: [walks, swims, flies]
+        cells:
+          - [small, land, walks]
+          - [big, land, walks]
+          - [small, water, swims]
+          - [big, water, swims]
+          - [small, air, flies]
+          - [big, air, flies]
+      relevant: [habitat]
+      held_out: [[small, water], [big, air]]
+models:
+  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}}
+"""
+
+
+def test_the_valid_vector_and_class_suites_validate():
+    for text, shape in ((VECTOR_SUITE, (6, 2)), (VECTOR_CELLS_SUITE, (6, 2)), (CLASS_SUITE, (6,))):
+        task = parse_suite(text, "suite.yaml").suite.tasks[0]
+        t = make_task(task.family, **task.params)
+        assert t.y.shape == shape and t.n_test == 2
+    vec, cells = (make_task("table", **parse_suite(s, "s.yaml").suite.tasks[0].params) for s in (VECTOR_SUITE, VECTOR_CELLS_SUITE))
+    assert vec.y.tolist() == cells.y.tolist()
+
+
+_VECTOR_MIX = "every target value must be a number, or every one a vector of the same length"
+
+# (id, base, old, new, field, marker of the line, message)
+VECTOR_ERRORS = [
+    ("sum-ragged-k", VECTOR_SUITE, "shape: [[0, 1], [0, -1]]", "shape: [[0, 1], [0, -1, 2]]", "target.sum.shape[1]",
+     "shape: [[0, 1], [0, -1, 2]]", f"is a vector of 3 numbers, but target.sum.colour[0] is a vector of 2 numbers; {_VECTOR_MIX}"),
+    ("sum-number-among-vectors", VECTOR_SUITE, "shape: [[0, 1], [0, -1]]", "shape: [[0, 1], 4]", "target.sum.shape[1]",
+     "shape: [[0, 1], 4]", "is a number, but target.sum.colour[0] is a vector of 2 numbers"),
+    ("sum-empty-vector", VECTOR_SUITE, "shape: [[0, 1], [0, -1]]", "shape: [[0, 1], []]", "target.sum.shape[1]",
+     "shape: [[0, 1], []]", "List should have at least 1 item"),
+    ("sum-vector-not-numbers", VECTOR_SUITE, "shape: [[0, 1], [0, -1]]", "shape: [[0, 1], [0, x]]", "target.sum.shape[1][1]",
+     "shape: [[0, 1], [0, x]]", "Input should be a valid number"),
+    ("sum-wrong-length", VECTOR_SUITE, "shape: [[0, 1], [0, -1]]", "shape: [[0, 1]]", "target.sum.shape",
+     "shape: [[0, 1]]", "needs 2 values, one per shape label (circle, square), got 1"),
+    ("pair-ragged-k", VECTOR_SUITE, "- [[0, 0], [5, 5]]", "- [[0, 0], [5, 5, 5]]", "target.pairs[0].values[1][1]",
+     "- [[0, 0], [5, 5, 5]]", f"is a vector of 3 numbers, but target.sum.colour[0] is a vector of 2 numbers; {_VECTOR_MIX}"),
+    ("pair-row-length", VECTOR_SUITE, "- [[0, 0], [5, 5]]", "- [[0, 0]]", "target.pairs[0].values[1]", "- [[0, 0]]",
+     "row 1 (colour 'green') needs 2 values, one per shape label (circle, square), got 1"),
+    ("pairs-alone-ragged", VECTOR_SUITE, "        sum:\n          colour: [[1, 0], [2, 0], [3, 0]]\n          shape: [[0, 1], [0, -1]]\n",
+     "        sum: {}\n", "target.pairs[0].values[1][1]", "- [[0, 0], [5, 5]]",
+     None),  # valid: the pair table alone gives 2-vectors (checked below)
+    ("cells-ragged-k", VECTOR_CELLS_SUITE, "- [blue, circle, [3, 1]]", "- [blue, circle, [3, 1, 0]]", "target.cells[4]",
+     "[3, 1, 0]", f"is a vector of 3 numbers, but target.cells[0] is a vector of 2 numbers; {_VECTOR_MIX}"),
+    ("cells-number-among-vectors", VECTOR_CELLS_SUITE, "- [blue, circle, [3, 1]]", "- [blue, circle, 3]", "target.cells[4]",
+     "[blue, circle, 3]", "is a number, but target.cells[0] is a vector of 2 numbers"),
+    ("cells-empty-vector", VECTOR_CELLS_SUITE, "- [blue, circle, [3, 1]]", "- [blue, circle, []]", "target.cells[4]",
+     "[blue, circle, []]", "the target vector (the last entry) is empty"),
+    ("cells-vector-not-numbers", VECTOR_CELLS_SUITE, "- [blue, circle, [3, 1]]", "- [blue, circle, [3, .inf]]", "target.cells[4]",
+     "[3, .inf]", "the target vector (the last entry) must hold finite numbers, got [3, inf]"),
+    ("cells-class-label-in-regression", VECTOR_CELLS_SUITE, "- [blue, circle, [3, 1]]", "- [blue, circle, cat]", "target.cells[4]",
+     "[blue, circle, cat]", "the target (the last entry) must be a finite number, got 'cat' (class labels need kind: multiclass)"),
+    ("vector-classification-sum", VECTOR_SUITE, "      held_out:", "      kind: classification\n      held_out:", "target.sum",
+     "sum:", "kind: classification takes one target of -1 or +1 per cell, but the targets are vectors of 2 numbers"),
+    ("vector-classification-cells", VECTOR_CELLS_SUITE, "      held_out:", "      kind: classification\n      held_out:",
+     "target.cells[0]", "[red, circle, [1, 1]]", "use kind: regression for several outputs"),
+    ("classes-unknown-label", CLASS_SUITE, "- [small, water, swims]", "- [small, water, crawls]", "target.cells[2]", "crawls",
+     "unknown class 'crawls'; known (target.classes): walks, swims, flies"),
+    ("classes-twice", CLASS_SUITE, "classes: [walks, swims, flies]", "classes: [walks, swims, walks]", "target.classes[2]",
+     "classes: [", "class 'walks' is listed twice (first at classes[0])"),
+    ("classes-one", CLASS_SUITE, "classes: [walks, swims, flies]", "classes: [walks]", "target.classes", "classes: [",
+     "List should have at least 2 items"),
+    ("classes-boolean", CLASS_SUITE, "classes: [walks, swims, flies]", "classes: [walks, swims, no]", "target.classes[2]",
+     "classes: [", "a class label must be text or an integer, got the boolean False; quote it"),
+    ("classes-float", CLASS_SUITE, "classes: [walks, swims, flies]", "classes: [walks, swims, 1.5]", "target.classes[2]",
+     "classes: [", "a class label must be text or an integer, got 1.5"),
+    ("classes-without-multiclass", CLASS_SUITE, "kind: multiclass", "kind: regression", "target.classes", "classes: [",
+     "names the classes of a kind: multiclass task, but this task is kind: regression"),
+    ("class-label-float", CLASS_SUITE, "- [big, air, flies]", "- [big, air, 0.5]", "target.cells[5]", "[big, air, 0.5]",
+     "a multiclass target (the last entry) must be a class label, text or an integer, got 0.5"),
+    ("class-label-list", CLASS_SUITE, "- [big, air, flies]", "- [big, air, [1, 0]]", "target.cells[5]", "[big, air, [1, 0]]",
+     "must be a class label, text or an integer, got [1, 0]"),
+    ("one-class", CLASS_SUITE, "        classes: [walks, swims, flies]\n", "", "target.cells", "cells:",
+     None),  # replaced below by a one-class variant
+    ("multiclass-sum", VECTOR_SUITE, "      held_out:", "      kind: multiclass\n      held_out:", "target.sum", "sum:",
+     "kind: multiclass takes one class label per cell from 'cells'; 'sum' adds up numbers"),
+    ("relevant-unknown", CLASS_SUITE, "relevant: [habitat]", "relevant: [habitat, colour]", "relevant[1]", "relevant: [",
+     "unknown component 'colour'; known: size, habitat"),
+    ("relevant-twice", CLASS_SUITE, "relevant: [habitat]", "relevant: [habitat, habitat]", "relevant[1]", "relevant: [",
+     "component 'habitat' is listed twice (first at relevant[0])"),
+    ("relevant-empty", CLASS_SUITE, "relevant: [habitat]", "relevant: []", "relevant", "relevant: [",
+     "is empty; list the components the target depends on"),
+    ("relevant-wrong", CLASS_SUITE, "relevant: [habitat]", "relevant: [size]", "relevant", "relevant: [",
+     "the target depends on components relevant leaves out (habitat): (small, land) has class 'walks' but "
+     "(small, water) has class 'swims'; list every component the target depends on"),
+    ("relevant-wrong-vector", VECTOR_SUITE, "      held_out:", "      relevant: [colour]\n      held_out:", "relevant", "relevant: [",
+     "(red, circle) has [1, 1] but (red, square) has [1, -1]"),
+    ("relevant-not-a-list", CLASS_SUITE, "relevant: [habitat]", "relevant: habitat", "relevant", "relevant: habitat",
+     "Input should be a valid list"),
+]
+VECTOR_ERRORS = [e for e in VECTOR_ERRORS if e[-1] is not None] + [
+    ("one-class", CLASS_SUITE.replace("        classes: [walks, swims, flies]\n", "").replace("swims]", "walks]").replace("flies]", "walks]"),
+     "relevant: [habitat]", "relevant: [size]", "target.cells", "cells:",
+     "every cell has class 'walks'; a multiclass task needs at least 2 classes"),
+]
+
+
+@pytest.mark.parametrize(("base", "old", "new", "field", "marker", "message"), [e[1:] for e in VECTOR_ERRORS], ids=[e[0] for e in VECTOR_ERRORS])
+def test_every_vector_and_class_mistake_is_reported_at_its_line(base, old, new, field, marker, message):
+    text = edit(base, old, new)
+    with pytest.raises(SuiteError) as exc:
+        parse_suite(text, "suite.yaml")
+    where = f"suite.yaml:{line_of(text, marker)}: tasks[0].params.{field}: "
+    assert any(str(i).startswith(where) and message in str(i) for i in exc.value.issues), (where, message, str(exc.value))
+    assert "invalid task" not in str(exc.value)
+
+
+def test_a_pair_table_alone_fixes_the_width():
+    text = edit(VECTOR_SUITE, "        sum:\n          colour: [[1, 0], [2, 0], [3, 0]]\n          shape: [[0, 1], [0, -1]]\n", "        sum: {}\n")
+    t = make_task("table", **parse_suite(text, "s.yaml").suite.tasks[0].params)
+    assert t.y.tolist() == [[0, 0]] * 3 + [[5, 5]] + [[0, 0]] * 2
+
+
+# --- the docs examples of vector and class targets ---------------------------------------------
+
+VECTOR_DOCS_HEADING = "## Table: vector targets, class targets, relevant components"
+
+
+def docs_blocks(heading: str, lang: str = "yaml") -> list[str]:
+    section = DOCS.read_text(encoding="utf-8").split(heading + "\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{lang}\n(.*?)```", section, re.S)
+
+
+def docs_suite(block: str, models: str = "  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}\n") -> str:
+    return "name: docs\nseeds: 1\ntasks:\n" + "".join("  " + line + "\n" for line in block.splitlines()) + "models:\n" + models
+
+
+def overlap_min_norm(task: TaskData, weights: list[float]) -> np.ndarray:
+    """Min-norm overlap-kernel regression on every cell, by hand: κ[number of shared values], pinv solve."""
+    shared = (task.cells[:, None, :] == task.cells[None, :, :]).sum(-1)
+    k = np.asarray(weights)[shared]
+    tr = task.train_mask
+    y = np.eye(task.n_classes)[task.y] if task.n_classes else task.y
+    return k[:, tr] @ np.linalg.pinv(k[np.ix_(tr, tr)]) @ y[tr]
+
+
+def test_vector_and_class_docs_examples_build_and_run(tmp_path):
+    (block,) = docs_blocks(VECTOR_DOCS_HEADING)
+    loaded = parse_suite(docs_suite(block), "docs.yaml")
+    vec, hab = (make_task(e.family, **e.params) for e in loaded.suite.tasks)
+    # The docs say: (green, square) = [2, 0] + [0, -1] + [5, 5] = [7, 4], (red, circle) = [1, 1].
+    assert vec.y[grid_index(vec, "green", "square")].tolist() == [7, 4] and vec.y[grid_index(vec, "red", "circle")].tolist() == [1, 1]
+    assert held_labels(vec) == {("red", "circle"), ("blue", "square")}
+    # n_classes = 3 and (small, water) has class 1 (swims); the target ignores size.
+    assert hab.n_classes == 3 and hab.y[grid_index(hab, "small", "water")] == 1 and hab.relevant == (1,)
+    summary = run_suite(loaded, tmp_path, device="cpu", progress=False)
+    recs = {r["task"]: r for r in summary.records}
+    for name, task in (("colour-shape-2d", vec), ("habitat", hab)):
+        rec = recs[name]
+        assert rec["status"] == "ok", rec.get("error")
+        want = overlap_min_norm(task, [0.0, 0.3, 1.0])
+        assert np.asarray(rec["predictions"]).shape == want.shape == (6, 2 if name == "colour-shape-2d" else 3)
+        np.testing.assert_allclose(rec["predictions"], want, atol=1e-8)
+
+
+def test_vector_and_class_docs_error_examples_are_real_messages():
+    (block,) = docs_blocks(VECTOR_DOCS_HEADING)
+    text = docs_suite(block)
+    (shown,) = docs_blocks(VECTOR_DOCS_HEADING, "text")
+    got = []
+    for old, new in (("shape: [[0, 1], [0, -1]]", "shape: [[0, 1], [0, -1, 2]]"), ("- [small, water, swims]", "- [small, water, crawls]"),
+                     ("relevant: [habitat]", "relevant: [colour]")):
+        with pytest.raises(SuiteError) as exc:
+            parse_suite(edit(text, old, new), "suite.yaml")
+        (issue,) = exc.value.issues
+        got.append(str(issue))
+    assert shown.splitlines() == got
+
+
+def _as_vectors(params: dict) -> dict:
+    """The same table with every target value v replaced by the 3-vector [v, −v, 0.5]."""
+    out = copy.deepcopy(params)
+    target = out["target"]
+    target["sum"] = {name: [[v, -v, 0.5] for v in values] for name, values in target["sum"].items()}
+    for pair in target["pairs"]:
+        pair["values"] = [[[v, -v, 0.5] for v in row] for row in pair["values"]]
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tables())
+def test_random_vector_tables_are_their_scalar_tables_per_output(drawn):
+    params, _, _ = drawn
+    try:
+        scalar = make_task("table", **params)
+    except TaskParamError:
+        return
+    vec = make_task("table", **_as_vectors(params))
+    terms = len(params["target"]["sum"]) + len(params["target"]["pairs"])
+    if terms == 0:
+        assert vec.y.shape == scalar.y.shape == (len(scalar.cells),)  # no values at all: scalar zeros
+        return
+    # Output 0 adds the same numbers in the same order; negation and halves are exact in floating point.
+    assert vec.y.shape == (len(scalar.cells), 3)
+    assert vec.y[:, 0].tolist() == scalar.y.tolist() and vec.y[:, 1].tolist() == (-scalar.y).tolist()
+    assert vec.y[:, 2].tolist() == [0.5 * terms] * len(scalar.cells)
+    assert vec.train_mask.tolist() == scalar.train_mask.tolist()

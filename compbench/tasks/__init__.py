@@ -4,6 +4,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     additive,
     associative_inference,
     context_dependence,
+    redundant_input,
     symmetry,
     table,
     transitive_equivalence,

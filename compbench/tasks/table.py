@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BeforeValidator, Field, FiniteFloat, model_validator
+from pydantic import BeforeValidator, Discriminator, Field, FiniteFloat, Tag, model_validator
 
 from compbench.tasks.base import TaskData, TaskParamError, grid
 from compbench.tasks.registry import TaskParams, register_family
@@ -36,6 +37,33 @@ def _as_label(v: Any) -> Any:
 Label = Annotated[str, BeforeValidator(_as_label)]
 
 
+def _as_class_label(v: Any) -> str:
+    if isinstance(v, bool):
+        raise ValueError(f"a class label must be text or an integer, got the boolean {v}; quote it (YAML reads yes/no/on/off as booleans)")
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        if not v:
+            raise ValueError("a class label must not be empty")
+        return v
+    raise ValueError(f"a class label must be text or an integer, got {v!r}")
+
+
+ClassLabel = Annotated[str, BeforeValidator(_as_class_label)]
+
+
+def _entry_kind(v: Any) -> str:
+    return "vector" if isinstance(v, list) else "number"
+
+
+# A target value: one number, or a K-vector (a list) for K-output regression. The tag keeps
+# a scalar mistake's pydantic error exactly as it was before vectors existed (one error, no union noise).
+Entry = Annotated[
+    Annotated[FiniteFloat, Tag("number")] | Annotated[list[FiniteFloat], Field(min_length=1), Tag("vector")],
+    Discriminator(_entry_kind),
+]
+
+
 class Component(TaskParams):
     """A component: its name and its value labels (`values`), or `n` values labelled "0".."n-1"."""
 
@@ -59,15 +87,18 @@ class PairTerm(TaskParams):
     """An interaction term: `values[i][j]` is added where the first component has value i and the second j."""
 
     components: list[Label] = Field(min_length=2, max_length=2)
-    values: list[list[FiniteFloat]]
+    values: list[list[Entry]]
 
 
 class Target(TaskParams):
     """Targets: `sum` of per-component values (plus `pairs`), or `cells` listing every cell's target."""
 
-    sum: dict[Label, list[FiniteFloat]] | None = Field(default=None, description="component name -> value per label")
+    sum: dict[Label, list[Entry]] | None = Field(default=None, description="component name -> value (number or K-vector) per label")
     pairs: list[PairTerm] = Field(default_factory=list, description="interaction terms added to the sum")
     cells: list[list[Any]] | None = Field(default=None, description="rows [label, ..., label, target], every cell once")
+    classes: list[ClassLabel] | None = Field(
+        default=None, min_length=2, description="kind: multiclass: the class labels, in class-index order (default: sorted)"
+    )
 
 
 class RandomSplit(TaskParams):
@@ -82,9 +113,10 @@ class TableParams(TaskParams):
 
     components: list[Component] = Field(min_length=1)
     target: Target
-    kind: Literal["regression", "classification"] = "regression"
+    kind: Literal["regression", "classification", "multiclass"] = "regression"
     held_out: list[list[Label]] | None = Field(default=None, description="held-out cells as label rows")
     split: RandomSplit | None = None
+    relevant: list[Label] | None = Field(default=None, description="the components the target depends on (enables the irrelevant share)")
 
 
 class _Grid:
@@ -147,8 +179,44 @@ class _Grid:
         return shown + (f" and {len(indices) - _SHOWN} more" if len(indices) > _SHOWN else "")
 
 
+def _loc_text(loc: tuple[str | int, ...]) -> str:
+    """A params location as the suite writes it: target.sum.colour[0]."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _width_text(k: int) -> str:
+    return "a number" if k == 0 else f"a vector of {k} numbers"
+
+
+class _Width:
+    """The targets' width, fixed by the first value seen: 0 for numbers, K for K-vectors."""
+
+    def __init__(self) -> None:
+        self.k: int | None = None
+        self.where = ""
+
+    def check(self, value: Any, loc: tuple[str | int, ...]) -> None:
+        """Record the first value's width; a later value of another width is a TaskParamError at `loc`."""
+        k = len(value) if isinstance(value, list) else 0
+        if self.k is None:
+            self.k, self.where = k, _loc_text(loc)
+        elif k != self.k:
+            raise TaskParamError(
+                loc, f"is {_width_text(k)}, but {self.where} is {_width_text(self.k)}; every target value must be a number, "
+                "or every one a vector of the same length (one number per output)",
+            )
+
+    def zeros(self, n: int) -> np.ndarray:
+        """Zero targets for n cells: (n,) for numbers (or no values at all), (n, K) for K-vectors."""
+        return np.zeros((n, self.k) if self.k else n)
+
+
 def _sum_targets(t: Target, g: _Grid) -> np.ndarray:
-    y = np.zeros(len(g.cells))
+    width = _Width()
+    terms: list[tuple[np.ndarray, np.ndarray]] = []  # (per-value table, its row index per cell), summed once widths agree
     for name, values in (t.sum or {}).items():
         loc: tuple[str | int, ...] = ("target", "sum", name)
         c = g.component(name, loc)
@@ -156,7 +224,9 @@ def _sum_targets(t: Target, g: _Grid) -> np.ndarray:
             raise TaskParamError(
                 loc, f"needs {g.n_values[c]} values, one per {name} label ({', '.join(g.labels[c])}), got {len(values)}"
             )
-        y += np.asarray(values, dtype=np.float64)[g.cells[:, c]]
+        for v, value in enumerate(values):
+            width.check(value, (*loc, v))
+        terms.append((np.asarray(values, dtype=np.float64), g.cells[:, c]))
     for k, pair in enumerate(t.pairs):
         at: tuple[str | int, ...] = ("target", "pairs", k)
         a, b = (g.component(name, (*at, "components", j)) for j, name in enumerate(pair.components))
@@ -176,15 +246,61 @@ def _sum_targets(t: Target, g: _Grid) -> np.ndarray:
                     f"row {i} ({g.names[a]} {g.labels[a][i]!r}) needs {g.n_values[b]} values, one per {g.names[b]} label "
                     f"({', '.join(g.labels[b])}), got {len(row)}",
                 )
-        y += np.asarray(pair.values, dtype=np.float64)[g.cells[:, a], g.cells[:, b]]
+            for j, value in enumerate(row):
+                width.check(value, (*at, "values", i, j))
+        table = np.asarray(pair.values, dtype=np.float64)
+        terms.append((table.reshape(-1, *table.shape[2:]), g.cells[:, a] * g.n_values[b] + g.cells[:, b]))
+    y = width.zeros(len(g.cells))
+    for table, index in terms:
+        y += table[index]
     return y
 
 
-def _cell_targets(rows: list[list[Any]], g: _Grid) -> tuple[np.ndarray, list[int]]:
-    """Targets by grid index, and for each grid index the row that gave it."""
-    y = np.full(len(g.cells), np.nan)
+def _cell_value(raw: Any, loc: tuple[str | int, ...], multiclass: bool) -> Any:
+    """A row's target: a class label (text) for multiclass, else a float or a list of floats."""
+    if multiclass:
+        if isinstance(raw, bool) or not isinstance(raw, (str, int)) or raw == "":
+            raise TaskParamError(loc, f"a multiclass target (the last entry) must be a class label, text or an integer, got {raw!r}")
+        return str(raw)
+    if isinstance(raw, list):
+        if not raw:
+            raise TaskParamError(loc, "the target vector (the last entry) is empty; give one number per output")
+        out = [_finite(x) for x in raw]
+        if any(math.isnan(x) for x in out):
+            raise TaskParamError(loc, f"the target vector (the last entry) must hold finite numbers, got {raw!r}")
+        return out
+    value = _finite(raw)
+    if math.isnan(value):
+        hint = " (class labels need kind: multiclass)" if isinstance(raw, str) else ""
+        raise TaskParamError(loc, f"the target (the last entry) must be a finite number, got {raw!r}{hint}")
+    return value
+
+
+def _finite(raw: Any) -> float:
+    """A YAML number as a finite float; NaN for anything else (text, booleans, infinities)."""
+    if not isinstance(raw, (int, float)) or isinstance(raw, bool):
+        return math.nan
+    try:
+        value = float(raw)
+    except OverflowError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def _class_order(labels: list[str]) -> list[str]:
+    """Inferred class order: numerically when every label is an integer, else as text."""
+    if all(re.fullmatch(r"-?[0-9]+", label) for label in labels):
+        return sorted(labels, key=lambda label: (int(label), label))
+    return sorted(labels)
+
+
+def _cell_targets(t: Target, g: _Grid, multiclass: bool) -> tuple[np.ndarray, list[int], tuple[str, ...]]:
+    """Targets by grid index, for each grid index the row that gave it, and the class labels (multiclass)."""
+    rows = t.cells or []
+    values: list[Any] = [None] * len(g.cells)
     row_of = [-1] * len(g.cells)
     n_comp = len(g.names)
+    width = _Width()
     for k, row in enumerate(rows):
         loc: tuple[str | int, ...] = ("target", "cells", k)
         if len(row) != n_comp + 1:
@@ -192,25 +308,47 @@ def _cell_targets(rows: list[list[Any]], g: _Grid) -> tuple[np.ndarray, list[int
                 loc, f"a row is {n_comp} labels ({', '.join(g.names)}) then the target, {n_comp + 1} entries; got {len(row)}"
             )
         i = g.cell_index(row[:n_comp], loc, "a row")
-        raw = row[n_comp]
-        try:
-            value = float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) else math.nan
-        except OverflowError:
-            value = math.inf
-        if not math.isfinite(value):
-            raise TaskParamError(loc, f"the target (the last entry) must be a finite number, got {raw!r}")
+        value = _cell_value(row[n_comp], loc, multiclass)
         if row_of[i] >= 0:
             raise TaskParamError(loc, f"cell {g.fmt(i)} is listed twice (first at cells[{row_of[i]}]); list every cell exactly once")
-        y[i], row_of[i] = value, k
-    missing = np.flatnonzero(np.isnan(y))
+        if not multiclass:
+            width.check(value, loc)
+        values[i], row_of[i] = value, k
+    missing = np.flatnonzero(np.asarray(row_of) < 0)
     if len(missing):
         raise TaskParamError(
             ("target", "cells"), f"{len(missing)} of {len(g.cells)} cells are missing: {g.fmt_many(missing)}; list every cell exactly once"
         )
-    return y, row_of
+    if not multiclass:
+        return np.asarray(values, dtype=np.float64), row_of, ()
+    classes = _classes(t, values, row_of)
+    index = {label: c for c, label in enumerate(classes)}
+    return np.asarray([index[v] for v in values], dtype=np.int64), row_of, classes
 
 
-def _targets(p: TableParams, g: _Grid) -> np.ndarray:
+def _classes(t: Target, values: list[str], row_of: list[int]) -> tuple[str, ...]:
+    """The class labels in index order: declared in `classes`, or the labels the cells use, sorted."""
+    if t.classes is None:
+        used = _class_order(list(set(values)))
+        if len(used) < 2:
+            raise TaskParamError(
+                ("target", "cells"), f"every cell has class {used[0]!r}; a multiclass task needs at least 2 classes"
+            )
+        return tuple(used)
+    for k, label in enumerate(t.classes):
+        if label in t.classes[:k]:
+            raise TaskParamError(("target", "classes", k), f"class {label!r} is listed twice (first at classes[{t.classes.index(label)}])")
+    known = set(t.classes)
+    for i in sorted(range(len(values)), key=lambda i: row_of[i]):
+        if values[i] not in known:
+            raise TaskParamError(
+                ("target", "cells", row_of[i]), f"unknown class {values[i]!r}; known (target.classes): {', '.join(t.classes)}"
+            )
+    return tuple(t.classes)
+
+
+def _targets(p: TableParams, g: _Grid) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The targets by grid index, and the class labels of a multiclass task (else empty)."""
     t = p.target
     if t.sum is not None and t.cells is not None:
         raise TaskParamError(("target", "cells"), "give exactly one of 'sum' or 'cells', got both")
@@ -218,25 +356,77 @@ def _targets(p: TableParams, g: _Grid) -> np.ndarray:
         raise TaskParamError(
             ("target",), "give exactly one of 'sum' (per-component values, plus optional 'pairs'; 'sum: {}' for pairs alone) or 'cells' (every cell's target)"
         )
+    if t.classes is not None and p.kind != "multiclass":
+        raise TaskParamError(("target", "classes"), f"names the classes of a kind: multiclass task, but this task is kind: {p.kind}")
     row_of: list[int] = []
+    classes: tuple[str, ...] = ()
     if t.cells is not None:
         if t.pairs:
             raise TaskParamError(("target", "pairs"), "'pairs' add to 'sum'; with 'cells' every target is given directly, so drop 'pairs' or use 'sum'")
-        y, row_of = _cell_targets(t.cells, g)
+        y, row_of, classes = _cell_targets(t, g, p.kind == "multiclass")
     else:
+        if p.kind == "multiclass":
+            raise TaskParamError(
+                ("target", "sum"), "kind: multiclass takes one class label per cell from 'cells'; 'sum' adds up numbers"
+            )
         y = _sum_targets(t, g)
         if not np.all(np.isfinite(y)):
-            raise TaskParamError(("target",), f"targets overflow to infinity at {g.fmt_many(np.flatnonzero(~np.isfinite(y)))}")
+            bad = np.flatnonzero(~np.all(np.isfinite(y.reshape(len(y), -1)), axis=1))
+            raise TaskParamError(("target",), f"targets overflow to infinity at {g.fmt_many(bad)}")
     if p.kind == "classification":
+        loc: tuple[str | int, ...] = ("target", "cells", row_of[0]) if row_of else ("target", "sum")
+        if y.ndim == 2:
+            raise TaskParamError(
+                loc, f"kind: classification takes one target of -1 or +1 per cell, but the targets are vectors of {y.shape[1]} numbers; "
+                "use kind: regression for several outputs (or kind: multiclass with class labels)",
+            )
         bad = np.flatnonzero(~np.isin(y, (-1.0, 1.0)))
         if len(bad):
             i = int(bad[0])
-            loc: tuple[str | int, ...] = ("target", "cells", row_of[i]) if row_of else ("target", "sum")
+            loc = ("target", "cells", row_of[i]) if row_of else ("target", "sum")
             more = f" (and {len(bad) - 1} more cells)" if len(bad) > 1 else ""
             raise TaskParamError(
                 loc, f"classification targets must be exactly -1 or +1, but cell {g.fmt(i)} has {y[i]:g}{more}; use kind: regression or targets of ±1"
             )
-    return y
+    return y, classes
+
+
+def _relevant(p: TableParams, g: _Grid, y: np.ndarray, classes: tuple[str, ...]) -> tuple[int, ...] | None:
+    """Indices of the declared relevant components, after checking the target ignores the rest."""
+    if p.relevant is None:
+        return None
+    if not p.relevant:
+        raise TaskParamError(("relevant",), "is empty; list the components the target depends on (at least one), or leave 'relevant' out")
+    chosen: list[int] = []
+    for k, name in enumerate(p.relevant):
+        c = g.component(name, ("relevant", k))
+        if c in chosen:
+            raise TaskParamError(("relevant", k), f"component {name!r} is listed twice (first at relevant[{p.relevant.index(name)}])")
+        chosen.append(c)
+    rest = [c for c in range(len(g.names)) if c not in chosen]
+    if rest:
+        # Every cell must have the target of the cell with the same relevant values and value 0 of the rest.
+        base = g.cells.copy()
+        base[:, rest] = 0
+        ref = np.ravel_multi_index(tuple(base.T), g.n_values)
+        rows = y.reshape(len(y), -1)
+        bad = np.flatnonzero(np.any(rows != rows[ref], axis=1))
+        if len(bad):
+            i = int(bad[0])
+            j = int(ref[i])
+
+            def show(cell: int) -> str:
+                if classes:
+                    return f"class {classes[int(y[cell])]!r}"
+                return f"{y[cell]:g}" if y.ndim == 1 else "[" + ", ".join(f"{v:g}" for v in y[cell]) + "]"
+
+            left_out = ", ".join(g.names[c] for c in rest)
+            raise TaskParamError(
+                ("relevant",),
+                f"the target depends on components relevant leaves out ({left_out}): {g.fmt(j)} has {show(j)} but {g.fmt(i)} has "
+                f"{show(i)}; list every component the target depends on",
+            )
+    return tuple(sorted(chosen))
 
 
 def _unseen(g: _Grid, train: np.ndarray) -> list[tuple[int, int]]:
@@ -304,7 +494,7 @@ def _random_split(split: RandomSplit, g: _Grid) -> np.ndarray:
 def build_table(p: TableParams) -> TaskData:
     """A task declared in YAML: labelled components, targets by sum (+ pairs) or by cell, a held-out set."""
     g = _Grid(p.components)
-    y = _targets(p, g)
+    y, classes = _targets(p, g)
     if (p.held_out is None) == (p.split is None):
         both = p.held_out is not None
         raise TaskParamError(
@@ -312,6 +502,8 @@ def build_table(p: TableParams) -> TaskData:
             f"give exactly one of 'held_out' (a list of cells) or 'split: {{random: fraction, seed: s}}', got {'both' if both else 'neither'}",
         )
     train = _explicit_split(p.held_out, g) if p.held_out is not None else _random_split(p.split, g)  # type: ignore[arg-type]
+    relevant = _relevant(p, g, y, classes)
     return TaskData(
-        "table", g.cells, y, train, g.n_values, p.kind, p.model_dump(), g.names, value_labels=g.labels
+        "table", g.cells, y, train, g.n_values, p.kind, p.model_dump(), g.names, value_labels=g.labels,
+        n_classes=len(classes), relevant=relevant,
     )
