@@ -264,3 +264,22 @@ def test_report_shows_classes_outputs_and_irrelevant_share(tmp_path):
     md = (out / "leaderboard.md").read_text()
     assert "irrelevant share" in md
     assert "0.333" in md  # chance of a 3-class accuracy is 1/3, not ½
+
+
+def test_docs_outputs_example_runs_and_its_numbers_hold(tmp_path):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "outputs.md").read_text()
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    summary = run_suite(parse_suite(block, "leak-demo.yaml"), tmp_path, device="cpu", progress=False)
+    share = {(r["model"], r["task"]): r["irrelevant_share"] for r in summary.records}
+    # the numbers the page quotes
+    assert share[("ntk", "band2")] == pytest.approx(0.357, abs=5e-4)
+    assert share[("ntk", "band5")] == pytest.approx(0.015, abs=5e-4)
+    assert share[("additive", "band2")] <= 1e-12 and share[("additive", "band5")] <= 1e-12
+    from compbench.scoring.expectations import evaluate_expectations
+
+    loaded = parse_suite(block, "leak-demo.yaml")
+    verdicts = evaluate_expectations(loaded.suite.expectations, summary.records, loaded.tags)
+    assert len(verdicts) == 4 and all(v.passed for v in verdicts), [v for v in verdicts if not v.passed]

@@ -78,7 +78,8 @@ class KernelAdapter(Adapter):
             except ValueError as exc:
                 raise InvalidModelError(str(exc)) from exc
         fn = theory.relu_nngp if p.kernel == "relu_nngp" else theory.relu_ntk
-        return fn(a.x, b.x, depth=p.depth, sigma_w2=p.sigma_w2, sigma_b2=p.sigma_b2)
+        # images are flattened: the infinite-width kernel of a fully connected network on the pixels
+        return fn(a.x.reshape(len(a), -1), b.x.reshape(len(b), -1), depth=p.depth, sigma_w2=p.sigma_w2, sigma_b2=p.sigma_b2)
 
     def _check_psd(self, train: Batch) -> None:
         """Reject a non-PSD kernel (InvalidModelError), as the reference code drops such sweeps."""
