@@ -1,11 +1,20 @@
 """The `convnet` adapter: the reference ConvNet (REFERENCE.md §5.1), width-scalable.
 
 4 × [Conv2d(kernel 5, Kaiming-normal) → ReLU → BatchNorm2d] with 32, 32, 64, 64 filters;
-MaxPool(2); Flatten; Linear 512 → ReLU → Linear 1024 → ReLU → Linear 1 (Kaiming-normal).
+MaxPool(2); Flatten; Linear 512 → ReLU → Linear 1024 → ReLU → Linear K (Kaiming-normal; K = the
+task's outputs: 1 for a scalar task).
 `width` multiplies every filter count and hidden width. The reference uses no padding (for 28×28
 MNIST); `padding: auto` keeps that when the input is large enough for four valid convolutions and a
 pooling step, and otherwise pads 'same' (8×8 digits). Reference training: SGD lr 1e-4, momentum 0.9,
 100 epochs, batch 128 — this adapter's defaults.
+
+Other small CNNs are configurations of it: `pool` as a list puts MaxPool(2) after chosen
+convolutions, `init: glorot` is Keras' default initialisation (Glorot-uniform weights, zero biases).
+The CNN of "Gradient Descent Resists Compositionality" (github.com/yuanpeng16/BCDLSG@efb6c20,
+mnist.py `DeepModelGenerator`: Conv 32 3×3 valid ReLU → MaxPool 2 → Conv 64 3×3 valid ReLU →
+Flatten → Dense 64 ReLU → Dense 64 ReLU → Dense 10; Adam 1e-3, batch 64) is
+`{channels: [32, 64], hidden: [64, 64], kernel_size: 3, padding: valid, pool: [0], batchnorm: false,
+init: glorot, optimizer: adam, lr: 1.0e-3, batch_size: 64, steps: 200}`.
 
 All seeds of a cell train at once as one grouped model (compbench.training.stacked_convnet), each
 with its own initialisation and data order, so a seed's result is the one it gets trained alone
@@ -17,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from compbench.adapters.base import Batch, Fitted
 from compbench.adapters.deep import NetworkAdapter, NetworkParams
@@ -36,7 +45,15 @@ class ConvNetParams(NetworkParams):
     kernel_size: int = Field(default=5, ge=1)
     padding: Literal["auto", "valid", "same"] = "auto"
     batchnorm: bool = True
-    pool: bool = Field(default=True, description="MaxPool(2) after the convolutions")
+    pool: bool | list[int] = Field(
+        default=True,
+        description="MaxPool(2) after the last convolution (true), none (false), or after each listed convolution (0-based)",
+    )
+    init: Literal["kaiming", "glorot"] = Field(
+        default="kaiming",
+        description="kaiming: Kaiming-normal weights (PyTorch's default biases); glorot: Glorot-uniform weights "
+        "and zero biases (Keras' default)",
+    )
     optimizer: Literal["sgd", "adam"] = "sgd"
     lr: float = Field(default=1e-4, gt=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
@@ -46,6 +63,16 @@ class ConvNetParams(NetworkParams):
     seeds_per_batch: int | None = Field(
         default=None, ge=1, description="seeds trained together at most, to bound memory (default: all)"
     )
+
+    @model_validator(mode="after")
+    def _pool_positions(self) -> ConvNetParams:
+        if isinstance(self.pool, list):
+            bad = [i for i in self.pool if not 0 <= i < len(self.channels)]
+            if bad:
+                raise ValueError(f"pool positions {bad} are not convolutions 0..{len(self.channels) - 1}")
+            if len(set(self.pool)) != len(self.pool):
+                raise ValueError(f"pool lists a convolution twice: {self.pool}")
+        return self
 
 
 def _scaled(values: list[int], width: float) -> list[int]:
@@ -59,22 +86,48 @@ class ConvNetAdapter(NetworkAdapter):
     Params = ConvNetParams
     params: ConvNetParams
 
-    def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
-        """The ConvNet for (channels, H, W) inputs."""
+    def _pool_after(self) -> set[int]:
+        p = self.params
+        if isinstance(p.pool, list):
+            return set(p.pool)
+        return {len(p.channels) - 1} if p.pool else set()
+
+    def _valid_fits(self, h: int, w: int) -> bool:
+        """Whether every convolution and pooling step has room without padding."""
+        k, pools = self.params.kernel_size, self._pool_after()
+        for i in range(len(self.params.channels)):
+            h, w = h - (k - 1), w - (k - 1)
+            if min(h, w) < (2 if i in pools else 1):
+                return False
+            if i in pools:
+                h, w = h // 2, w // 2
+        return True
+
+    def _initialise(self, layer: torch.nn.Module, nonlinearity: str) -> None:
+        import torch.nn as nn
+
+        if self.params.init == "glorot":
+            nn.init.xavier_uniform_(layer.weight)
+            nn.init.zeros_(layer.bias)
+        else:
+            nn.init.kaiming_normal_(layer.weight, nonlinearity=nonlinearity)
+
+    def build(self, in_shape: tuple[int, int, int], n_out: int = 1) -> torch.nn.Module:
+        """The ConvNet for (channels, H, W) inputs with `n_out` outputs."""
         import torch.nn as nn
 
         p = self.params
         c_in, h, w = in_shape
         k, n_conv = p.kernel_size, len(p.channels)
+        pools, listed = self._pool_after(), isinstance(p.pool, list)
         padding = p.padding
         if padding == "auto":
-            fits = min(h, w) - n_conv * (k - 1) >= (2 if p.pool else 1)
-            padding = "valid" if fits else "same"
+            padding = "valid" if self._valid_fits(h, w) else "same"
         pad = 0 if padding == "valid" else (k - 1) // 2
         layers: list[nn.Module] = []
-        for c_out in _scaled(p.channels, p.width):
+        for i, c_out in enumerate(_scaled(p.channels, p.width)):
             conv = nn.Conv2d(c_in, c_out, k, padding=pad)
-            nn.init.kaiming_normal_(conv.weight, nonlinearity="relu")
+            self._initialise(conv, "relu")
             layers += [conv, nn.ReLU()]
             if p.batchnorm:
                 layers.append(nn.BatchNorm2d(c_out))
@@ -83,20 +136,23 @@ class ConvNetAdapter(NetworkAdapter):
                 h, w = h - (k - 1), w - (k - 1)
             elif k % 2 == 0:
                 h, w = h - 1, w - 1
-        if h < 1 or w < 1:
-            raise ValueError(f"convnet: inputs {in_shape[1]}×{in_shape[2]} are too small for {n_conv} valid {k}×{k} convolutions; use padding: same")
-        if p.pool and min(h, w) >= 2:
-            layers.append(nn.MaxPool2d(2, 2))
-            h, w = h // 2, w // 2
+            if h < 1 or w < 1:
+                raise ValueError(f"convnet: inputs {in_shape[1]}×{in_shape[2]} are too small for {n_conv} valid {k}×{k} convolutions; use padding: same")
+            if i in pools:
+                if min(h, w) >= 2:
+                    layers.append(nn.MaxPool2d(2, 2))
+                    h, w = h // 2, w // 2
+                elif listed:  # pool: true skips a pooling that has no room; a listed one is asked for
+                    raise ValueError(f"convnet: no room for MaxPool(2) after convolution {i} ({h}×{w}); change pool or padding")
         layers.append(nn.Flatten())
         d = c_in * h * w
         for hidden in _scaled(p.hidden, p.width):
             lin = nn.Linear(d, hidden)
-            nn.init.kaiming_normal_(lin.weight, nonlinearity="relu")
+            self._initialise(lin, "relu")
             layers += [lin, nn.ReLU()]
             d = hidden
-        out = nn.Linear(d, 1)
-        nn.init.kaiming_normal_(out.weight, nonlinearity="linear")
+        out = nn.Linear(d, n_out)
+        self._initialise(out, "linear")
         layers.append(out)
         return nn.Sequential(*layers)
 
@@ -108,14 +164,15 @@ class ConvNetAdapter(NetworkAdapter):
         from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet
 
         x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
+        outputs = self._outputs(train)
         size = p.seeds_per_batch or max(1, len(seeds))
         fitted: list[Fitted] = []
         for start in range(0, len(seeds), size):
             group = seeds[start : start + size]
-            # Exactly the per-seed networks of the base class (scalar_module wrappers), so f_0, the
+            # Exactly the per-seed networks of the base class (output_module wrappers), so f_0, the
             # NTK and the predictions below run the ordinary per-seed code.
-            nets = [self._init(seed, in_shape) for seed in group]
-            at_init = [self._at_init(net, x_tr, x_ev, y_tr) for net in nets]
+            nets = [self._init(seed, in_shape, outputs) for seed in group]
+            at_init = [self._at_init(net, x_tr, x_ev, y_tr, outputs) for net in nets]
             stacked = StackedConvNet(
                 [net.net for net in nets],
                 reference=[net.net0 for net in nets] if p.center else None,

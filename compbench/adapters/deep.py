@@ -11,11 +11,23 @@ theory engine what it needs for the lazy limit of *that seed's own network*:
 so the runner predicts f_0 + K (K_tt)^+ (y − f_0(train)) per sample and averages each cell's samples.
 Initialisation is seeded through a forked CPU RNG and done on the CPU, so a seed gives the same
 initial network on every device; AMP is used on CUDA only.
+
+Outputs. The network's last layer has `train.n_outputs` units: one for a scalar task (outputs and
+f_0 of shape (n,), exactly as before), K for a K-output or K-class task ((n, K); for classes the K
+logits). `loss: mse` on a multi-class task regresses the one-hot rows (`Batch.target_matrix()`);
+`loss: cross_entropy` (multi-class only) trains softmax cross-entropy on the logits, and its theory
+is still the min-norm regression on one-hot targets: the theory predicts the MSE-on-one-hot network
+(there is no kernel-regression counterpart of cross-entropy training in the lazy limit at finite
+time). With K outputs the theory kernel is the output-averaged ("trace") empirical NTK, (n, n),
+or with `ntk_outputs: full` the whole (n·K, n·K) eNTK, sample-major (dense solver only). The
+matrix-free CG path handles one output: with K > 1 `ntk_solver: cg` is refused and `auto` takes
+the dense Grams, or refuses with a clear error when they exceed `ntk_max_memory`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -38,8 +50,16 @@ class NetworkParams(AdapterParams):
     momentum: float = Field(default=0.0, ge=0, lt=1, description="sgd only")
     weight_decay: float = Field(default=0.0, ge=0)
     epochs: int = Field(default=100, ge=1)
+    steps: int | None = Field(
+        default=None, ge=1,
+        description="optimizer steps in all; replaces epochs (epochs of shuffled batches until this many steps)",
+    )
     batch_size: int = Field(default=128, ge=1)
-    loss: Literal["mse", "logistic"] = "mse"
+    loss: Literal["mse", "logistic", "cross_entropy"] = Field(
+        default="mse",
+        description="mse (one-hot targets on a multi-class task), logistic (±1 labels, one output), "
+        "or cross_entropy (softmax on K logits; multi-class tasks only)",
+    )
     loss_tol: float = Field(default=0.0, ge=0, description="stop when an epoch's mean train loss is below (0: never)")
     amp: bool = Field(default=True, description="mixed precision on CUDA (ignored on the CPU)")
     theory: Literal["empirical", "none"] = Field(
@@ -65,6 +85,11 @@ class NetworkParams(AdapterParams):
     )
     ntk_cg_tol: float | None = Field(default=None, gt=0, description="CG relative residual (default: 1e-3 float32, 1e-8 float64)")
     ntk_cg_max_iter: int = Field(default=1000, ge=1)
+    ntk_outputs: Literal["trace", "full"] = Field(
+        default="trace",
+        description="K-output networks: the output-averaged empirical NTK (n × n), or the full (n·K × n·K) "
+        "one (dense solver only); ignored with one output",
+    )
 
     @model_validator(mode="after")
     def _theory_settings(self) -> NetworkParams:
@@ -72,11 +97,16 @@ class NetworkParams(AdapterParams):
             raise ValueError("lr_ntk needs theory: empirical (the learning rate comes from the empirical NTK at init)")
         if self.ntk_solver == "cg" and self.loss == "logistic":
             raise ValueError("ntk_solver: cg solves the least-squares (mse) theory; the logistic loss's SVM theory needs the Grams")
+        if self.ntk_solver == "cg" and self.loss == "cross_entropy":
+            raise ValueError("ntk_solver: cg handles one output; cross_entropy trains K > 1 outputs: use ntk_solver: dense or auto")
+        if self.ntk_solver == "cg" and self.ntk_outputs == "full":
+            raise ValueError("ntk_outputs: full needs the dense solver (ntk_solver: dense or auto)")
         return self
 
 
-def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0) -> torch.nn.Module:
-    """Wrap a network whose output is (n, 1) (or (n,)) so that it returns (n,), times `scale`.
+def output_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0, outputs: int = 0) -> torch.nn.Module:
+    """Wrap a network so that it returns (n,) (`outputs` 0: one value per sample, from (n, 1) or
+    (n,)) or (n, outputs), times `scale`.
 
     With `center` the output is scale·(net(x) − net_0(x)), net_0 a frozen copy of `net` as it is
     now (its BatchNorm running statistics frozen too, momentum 0, and it follows the wrapper's
@@ -86,10 +116,17 @@ def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0
 
     import torch
 
+    if outputs < 0:
+        raise ValueError(f"outputs must be ≥ 0 (0: one value per sample as (n,)), got {outputs}")
+
     def flat(out: torch.Tensor) -> torch.Tensor:
-        if out.dim() > 1 and out[0].numel() != 1:
-            raise ValueError(f"the network must output one value per sample, got shape {tuple(out.shape)}")
-        return out.reshape(out.shape[0])
+        if outputs == 0:
+            if out.dim() > 1 and out[0].numel() != 1:
+                raise ValueError(f"the network must output one value per sample, got shape {tuple(out.shape)}")
+            return out.reshape(out.shape[0])
+        if out.dim() != 2 or out.shape[1] != outputs:
+            raise ValueError(f"the network must output {outputs} values per sample as (n, {outputs}), got shape {tuple(out.shape)}")
+        return out
 
     class Scalar(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:
@@ -113,6 +150,11 @@ def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0
             return out * scale if scale != 1.0 else out
 
     return Scalar(net)
+
+
+def scalar_module(net: torch.nn.Module, center: bool = False, scale: float = 1.0) -> torch.nn.Module:
+    """`output_module` with one output per sample: the network's (n, 1) or (n,) output as (n,)."""
+    return output_module(net, center, scale)
 
 
 @contextlib.contextmanager
@@ -190,22 +232,56 @@ class NetworkAdapter(Adapter):
     inputs = ("image",)
     tags = ("networks",)
 
-    def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
-        """The network for inputs (channels, H, W); its output is one value per sample."""
+    def build(self, in_shape: tuple[int, int, int], n_out: int = 1) -> torch.nn.Module:
+        """The network for inputs (channels, H, W); its output is `n_out` values per sample ((n, n_out))."""
         raise NotImplementedError
 
-    def _init(self, seed: int, in_shape: tuple[int, int, int]) -> torch.nn.Module:
+    def _build(self, in_shape: tuple[int, int, int], n_out: int) -> torch.nn.Module:
+        """`build`, also for subclasses written before `n_out` existed (one output only)."""
+        if n_out == 1:
+            return self.build(in_shape)
+        params = inspect.signature(self.build).parameters
+        if "n_out" not in params and not any(q.kind is inspect.Parameter.VAR_KEYWORD for q in params.values()):
+            raise TypeError(
+                f"adapter {self.name!r}: its build(in_shape) has no n_out parameter, so it cannot build the "
+                f"{n_out}-output network this task needs; give it `n_out: int = 1` (units of the last layer)"
+            )
+        return self.build(in_shape, n_out=n_out)
+
+    def _init(self, seed: int, in_shape: tuple[int, int, int], outputs: int = 0) -> torch.nn.Module:
+        """Seed's network wrapped by `output_module`: (n,) outputs (`outputs` 0) or (n, outputs)."""
         import torch
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
-            net = self.build(in_shape)
-        return scalar_module(net, self.params.center, self.params.output_scale).to(self.device)
+            net = self._build(in_shape, max(1, outputs))
+        return output_module(net, self.params.center, self.params.output_scale, outputs).to(self.device)
 
     # Pieces of one seed's fit, shared with adapters that train several seeds at once (convnet).
 
+    @staticmethod
+    def _outputs(train: Batch) -> int:
+        """`output_module`'s `outputs` for this task: 0 for a scalar task ((n,) outputs), else K."""
+        return train.n_outputs if train.vector_output else 0
+
+    def _targets(self, train: Batch) -> np.ndarray:
+        """What the loss compares the outputs with: (n,) or (n, K) floats (one-hot rows for classes
+        under mse), or the integer classes (n,) for cross_entropy."""
+        loss = self.params.loss
+        if loss == "cross_entropy":
+            if not train.n_classes:
+                shape = "K-output regression" if train.vector_output else "scalar"
+                raise ValueError(f"loss: cross_entropy needs a multi-class task; this task has {shape} targets: use loss: mse")
+            return np.asarray(train.y, dtype=np.int64)
+        if loss == "logistic" and train.vector_output:
+            raise ValueError(
+                f"loss: logistic trains one output on ±1 labels; this task has {train.n_outputs} outputs: "
+                "use loss: mse (one-hot targets for classes) or cross_entropy"
+            )
+        return train.regression_targets()
+
     def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
-        """Training inputs, evaluation inputs, training targets (float32, on the device) and the input shape."""
+        """Training inputs, evaluation inputs (float32), training targets (`_targets`; on the device) and the input shape."""
         import torch
 
         if train.x.ndim != 4:
@@ -215,19 +291,41 @@ class NetworkAdapter(Adapter):
             )
         x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
         x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
-        y_tr = torch.as_tensor(train.y, dtype=torch.float32, device=self.device)
+        targets = self._targets(train)
+        dtype = torch.long if targets.dtype.kind in "iu" else torch.float32
+        y_tr = torch.as_tensor(targets, dtype=dtype, device=self.device)
         return x_tr, x_ev, y_tr, tuple(int(s) for s in train.x.shape[1:])
 
-    def _solver(self, n_train: int, n_eval: int) -> str:
-        """dense or cg: `auto` takes cg when the two dense Grams would exceed ntk_max_memory."""
-        p = self.params
-        if p.ntk_solver != "auto":
-            return p.ntk_solver
-        return "cg" if 8 * n_train * (n_train + n_eval) > p.ntk_max_memory else "dense"
+    def _solver(self, n_train: int, n_eval: int, outputs: int = 0) -> str:
+        """dense or cg: `auto` takes cg when the two dense Grams would exceed ntk_max_memory.
 
-    def _at_init(self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor, y_tr: torch.Tensor) -> AtInit:
+        CG handles one output: with `outputs` ≥ 1 (K-output networks) explicit cg is refused and
+        auto is dense, or an error when the Grams ((n·K)² with ntk_outputs: full) exceed the bound.
+        """
+        p = self.params
+        per_sample = outputs if outputs and p.ntk_outputs == "full" else 1
+        gram_bytes = 8 * per_sample**2 * n_train * (n_train + n_eval)
+        if not outputs:
+            if p.ntk_solver != "auto":
+                return p.ntk_solver
+            return "cg" if gram_bytes > p.ntk_max_memory else "dense"
+        if p.ntk_solver == "cg":
+            raise ValueError(
+                f"ntk_solver: cg handles one output; this task's network has {outputs}: "
+                "use ntk_solver: dense or auto (the trace empirical NTK), or theory: none"
+            )
+        if p.ntk_solver == "auto" and gram_bytes > p.ntk_max_memory:
+            raise ValueError(
+                f"the empirical NTK Grams of this {outputs}-output network need {gram_bytes / 2**20:.0f} MiB, more than "
+                f"ntk_max_memory ({p.ntk_max_memory / 2**20:.0f} MiB), and matrix-free CG handles one output only: "
+                "raise ntk_max_memory, use ntk_solver: dense, or theory: none"
+            )
+        return "dense"
+
+    def _at_init(self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor, y_tr: torch.Tensor, outputs: int = 0) -> AtInit:
         """f_0 on the training and evaluation inputs and the seed's theory: the empirical NTK at init
-        (dense Grams), or, when they do not fit (`ntk_solver`), the matrix-free CG prediction."""
+        (dense Grams; trace or full with `outputs` ≥ 1), or, when they do not fit (`ntk_solver`), the
+        matrix-free CG prediction."""
         from compbench.theory import empirical_ntk
         from compbench.training.minibatch import predict
 
@@ -235,12 +333,16 @@ class NetworkAdapter(Adapter):
         state = AtInit(predict(net, x_tr).double().cpu().numpy(), predict(net, x_ev).double().cpu().numpy())
         t0 = time.perf_counter()
         if p.theory == "empirical":
-            state.info["ntk_solver"] = solver = self._solver(len(x_tr), len(x_ev))
+            state.info["ntk_solver"] = solver = self._solver(len(x_tr), len(x_ev), outputs)
+            # One output: exactly the scalar call; K outputs: the trace or full eNTK of the (n, K) module.
+            kw: dict[str, Any] = {"max_memory": p.ntk_max_memory}
+            if outputs:
+                kw["outputs"] = state.info["ntk_outputs"] = p.ntk_outputs
             with _ntk_friendly(net):
                 if solver == "dense":
                     state.kernels = (
-                        empirical_ntk(net, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
-                        empirical_ntk(net, x_ev, x_tr, max_memory=p.ntk_max_memory).cpu().numpy(),
+                        empirical_ntk(net, x_tr, **kw).cpu().numpy(),
+                        empirical_ntk(net, x_ev, x_tr, **kw).cpu().numpy(),
                     )
                 else:
                     self._cg_theory(net, x_tr, x_ev, y_tr, state)
@@ -248,7 +350,7 @@ class NetworkAdapter(Adapter):
         return state
 
     def _cg_theory(self, net: torch.nn.Module, x_tr: torch.Tensor, x_ev: torch.Tensor, y_tr: torch.Tensor, state: AtInit) -> None:
-        """The lazy-limit prediction f_0 + K_eval,train α, (K_train) α = y − f_0, by matrix-free CG."""
+        """The lazy-limit prediction f_0 + K_eval,train α, (K_train) α = y − f_0, by matrix-free CG (one output)."""
         from compbench.theory import ntk_cg_regression
 
         p = self.params
@@ -271,7 +373,10 @@ class NetworkAdapter(Adapter):
     def _train_options(self, at_init: AtInit | None = None) -> dict[str, Any]:
         """`train_minibatch`'s keyword arguments from the params, all but the seed.
 
-        With `lr_ntk`, the learning rate comes from the seed's NTK at init (`at_init` from `_at_init`).
+        With `lr_ntk`, the learning rate comes from the seed's NTK at init (`at_init` from `_at_init`):
+        lr_ntk · m / λ_max with m = n·K the number of squared errors the MSE averages (n for one
+        output), so that gradient descent on the linearised model is stable below lr_ntk = 1 (for the
+        trace kernel of K outputs: where the full eNTK is close to trace ⊗ identity).
         """
         p = self.params
         lr = p.lr
@@ -279,10 +384,10 @@ class NetworkAdapter(Adapter):
             lam = None if at_init is None else at_init.lambda_max()
             if lam is None:
                 raise ValueError("lr_ntk needs the seed's empirical NTK at init")
-            lr = p.lr_ntk * len(at_init.f0_train) / lam
+            lr = p.lr_ntk * at_init.f0_train.size / lam
         return dict(
             optimizer=p.optimizer, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
-            epochs=p.epochs, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
+            epochs=p.epochs, steps=p.steps, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
         )
 
     def _fitted(self, net: torch.nn.Module, result: Any, x_ev: torch.Tensor, at_init: AtInit, lr: float) -> Fitted:
@@ -311,10 +416,11 @@ class NetworkAdapter(Adapter):
         from compbench.training.minibatch import train_minibatch
 
         x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
+        outputs = self._outputs(train)
         fitted = []
         for seed in seeds:
-            net = self._init(seed, in_shape)
-            at_init = self._at_init(net, x_tr, x_ev, y_tr)
+            net = self._init(seed, in_shape, outputs)
+            at_init = self._at_init(net, x_tr, x_ev, y_tr, outputs)
             options = self._train_options(at_init)
             with seeded_rng(seed, self.device):
                 result = train_minibatch(net, x_tr, y_tr, seed=seed, **options)
@@ -322,8 +428,9 @@ class NetworkAdapter(Adapter):
         return fitted
 
     def theory_options(self) -> dict[str, Any]:
-        """MSE → min-norm regression from f_0; logistic → max-margin SVM."""
-        return {"objective": "min_norm" if self.params.loss == "mse" else "svm"}
+        """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross_entropy → min-norm
+        regression of the one-hot targets (the theory predicts the MSE-on-one-hot network)."""
+        return {"objective": "svm" if self.params.loss == "logistic" else "min_norm"}
 
     def theory_kernel_name(self) -> str:
         """The kernel behind the theory prediction."""

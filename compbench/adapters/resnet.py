@@ -2,8 +2,8 @@
 
 torchvision's `BasicBlock`s and `ResNet._make_layer` (2, 2, 2, 2 blocks by default = ResNet-18),
 with the stem of the reference's CIFAR ResNet (REFERENCE.md §5.1): a 3×3 stride-1 convolution and
-no max-pool, so 8×8 digits keep their resolution; global average pooling; a Linear readout to one
-value. `channels` are the stage widths (the reference configs use 16, 32, 64, 128; torchvision's
+no max-pool, so 8×8 digits keep their resolution; global average pooling; a Linear readout to the
+task's outputs (one value for a scalar task). `channels` are the stage widths (the reference configs use 16, 32, 64, 128; torchvision's
 ResNet-18 has 64, 128, 256, 512), `blocks` the blocks per stage (its length is the number of
 stages; stages after the first halve the resolution). Reference training: Adam lr 1e-3, 100 epochs,
 batch 128 — this adapter's defaults.
@@ -39,8 +39,8 @@ class ResNetParams(NetworkParams):
         return self
 
 
-def small_resnet(in_chans: int, channels: list[int], blocks: list[int], norm: str = "batch") -> torch.nn.Module:
-    """A torchvision ResNet (BasicBlock) with a 3×3 stem, no max-pool, and a scalar readout."""
+def small_resnet(in_chans: int, channels: list[int], blocks: list[int], norm: str = "batch", n_out: int = 1) -> torch.nn.Module:
+    """A torchvision ResNet (BasicBlock) with a 3×3 stem, no max-pool, and a readout to `n_out` values."""
     import torch.nn as nn
     from torchvision.models.resnet import BasicBlock, ResNet
 
@@ -60,7 +60,7 @@ def small_resnet(in_chans: int, channels: list[int], blocks: list[int], norm: st
                 *[self._make_layer(BasicBlock, c, b, stride=1 if i == 0 else 2) for i, (c, b) in enumerate(zip(channels, blocks))]
             )
             self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(channels[-1], 1)
+            self.fc = nn.Linear(channels[-1], n_out)
             for m in self.modules():  # torchvision's initialisation
                 if isinstance(m, nn.Conv2d):
                     nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
@@ -83,8 +83,8 @@ class ResNetAdapter(NetworkAdapter):
     Params = ResNetParams
     params: ResNetParams
 
-    def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
-        """The ResNet for (channels, H, W) inputs."""
+    def build(self, in_shape: tuple[int, int, int], n_out: int = 1) -> torch.nn.Module:
+        """The ResNet for (channels, H, W) inputs with `n_out` outputs."""
         p = self.params
         channels = [max(1, int(round(c * p.width))) for c in p.channels]
-        return small_resnet(in_shape[0], channels, p.blocks, p.norm)
+        return small_resnet(in_shape[0], channels, p.blocks, p.norm, n_out)

@@ -1,7 +1,8 @@
-"""`timm:<name>`: any timm model as an adapter, created with num_classes=1 and no pretrained weights.
+"""`timm:<name>`: any timm model as an adapter, with num_classes = the task's outputs and no pretrained weights.
 
 `adapter: timm:resnet10t` in a suite builds `timm.create_model("resnet10t", pretrained=False,
-num_classes=1, in_chans=<channels of the encoding>, **model_kwargs)`; nothing is ever downloaded.
+num_classes=<the task's outputs: 1 for a scalar task>, in_chans=<channels of the encoding>,
+**model_kwargs)`; nothing is ever downloaded.
 The adapter class is created on demand by the adapter registry's `timm:` resolver (names are
 checked with `timm.is_model`). Small inputs: most timm CNNs downsample by 32; `resize: [H, W]` upsamples
 the images inside the network (bilinear) when a model needs larger inputs, and ViT-style models
@@ -36,7 +37,7 @@ class TimmParams(NetworkParams):
     def _no_weights(cls, v: dict[str, Any]) -> dict[str, Any]:
         bad = sorted(set(v) & _FORBIDDEN_KWARGS)
         if bad:
-            raise ValueError(f"model_kwargs may not set {', '.join(bad)}: compbench sets num_classes=1, in_chans, and never loads weights")
+            raise ValueError(f"model_kwargs may not set {', '.join(bad)}: compbench sets num_classes (the task's outputs), in_chans, and never loads weights")
         return v
 
 
@@ -47,8 +48,8 @@ class TimmAdapter(NetworkAdapter):
     params: TimmParams
     model_name = ""
 
-    def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
-        """timm.create_model(model_name, pretrained=False, num_classes=1, in_chans=channels)."""
+    def build(self, in_shape: tuple[int, int, int], n_out: int = 1) -> torch.nn.Module:
+        """timm.create_model(model_name, pretrained=False, num_classes=n_out, in_chans=channels)."""
         import timm
         import torch
 
@@ -56,7 +57,7 @@ class TimmAdapter(NetworkAdapter):
         kwargs = dict(p.model_kwargs)
         if "img_size" in kwargs and isinstance(kwargs["img_size"], list):
             kwargs["img_size"] = tuple(kwargs["img_size"])
-        net = timm.create_model(self.model_name, pretrained=False, num_classes=1, in_chans=in_shape[0], **kwargs)
+        net = timm.create_model(self.model_name, pretrained=False, num_classes=n_out, in_chans=in_shape[0], **kwargs)
         if p.resize is None:
             return net
         size = tuple(p.resize)
@@ -87,7 +88,7 @@ def timm_adapter(name: str) -> type[TimmAdapter]:
             "python -c \"import timm; print(timm.list_models('resnet*'))\" (any pattern)"
         )
     cls = type(f"Timm_{model.replace('.', '_').replace('-', '_')}", (TimmAdapter,), {"model_name": model, "__module__": __name__})
-    cls.__doc__ = f"timm model {model!r} (num_classes=1, pretrained=False), minibatch-trained."
+    cls.__doc__ = f"timm model {model!r} (num_classes = the task's outputs, pretrained=False), minibatch-trained."
     return cls
 
 

@@ -3,7 +3,7 @@
 The reference ViT (REFERENCE.md §5.1, lucidrains' implementation): 8×8 patches on 32×32 images,
 class token, learned position embedding, pre-norm blocks, dim 256, depth 4, 6 heads of dim 64,
 MLP 256, dropout 0.1. Here timm's `VisionTransformer` (class token, learned position embedding,
-pre-norm blocks) with `num_classes=1`: the default patch is 4 (8×8 digits side by side → 2 × 4 =
+pre-norm blocks) with `num_classes` = the task's outputs (1 for a scalar task): the default patch is 4 (8×8 digits side by side → 2 × 4 =
 8 patches), and the default is 4 heads of dim 64 since timm needs `dim` divisible by `heads` (the
 reference's 6 × 64 = 384-dimensional attention inside a 256-dimensional model has no timm
 equivalent). Dropout defaults to 0 so that the trained function is the one whose NTK is computed
@@ -53,13 +53,13 @@ def mlp_ratio(dim: int, mlp_dim: int) -> float:
 
 @register_adapter("vit")
 class ViTAdapter(NetworkAdapter):
-    """A small timm VisionTransformer with a scalar head, minibatch-trained."""
+    """A small timm VisionTransformer with a head of the task's outputs, minibatch-trained."""
 
     Params = ViTParams
     params: ViTParams
 
-    def build(self, in_shape: tuple[int, int, int]) -> torch.nn.Module:
-        """The ViT for (channels, H, W) inputs."""
+    def build(self, in_shape: tuple[int, int, int], n_out: int = 1) -> torch.nn.Module:
+        """The ViT for (channels, H, W) inputs with `n_out` outputs."""
         from timm.models.vision_transformer import VisionTransformer
 
         p = self.params
@@ -70,7 +70,7 @@ class ViTAdapter(NetworkAdapter):
             img_size=(h, w),
             patch_size=p.patch_size,
             in_chans=c,
-            num_classes=1,
+            num_classes=n_out,
             global_pool=p.pool,
             embed_dim=p.dim,
             depth=p.depth,

@@ -1,10 +1,13 @@
-"""Minibatch training of one torch network with a scalar output (the deep image adapters' loop).
+"""Minibatch training of one torch network (the deep image adapters' loop).
 
-Seeded data order (a `torch.Generator` per run, so a seed gives the same batches on any device),
-SGD (with momentum) or Adam, MSE or logistic loss (labels ±1: mean log(1 + exp(−f·y)), the
-reference's "crossentropy"), early stopping when an epoch's mean training loss falls below
-`loss_tol`, and a stop on a non-finite loss (reported as diverged). Mixed precision (bfloat16
-autocast, or float16 with a gradient scaler where bfloat16 is unsupported) is used on CUDA only.
+The network outputs one value per sample ((n,), targets (n,)) or K values ((n, K)): targets (n, K)
+for vector MSE, or integer classes (n,) for cross-entropy on K logits. Seeded data order (a
+`torch.Generator` per run, so a seed gives the same batches on any device), SGD (with momentum) or
+Adam, MSE (mean over every entry), logistic loss (labels ±1: mean log(1 + exp(−f·y)), the
+reference's "crossentropy") or softmax cross-entropy, a budget of epochs or of optimizer steps,
+early stopping when an epoch's mean training loss falls below `loss_tol`, and a stop on a
+non-finite loss (reported as diverged). Mixed precision (bfloat16 autocast, or float16 with a
+gradient scaler where bfloat16 is unsupported) is used on CUDA only.
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from typing import Literal
 
 import torch
 
-__all__ = ["MinibatchResult", "batches", "loss_fn", "make_optimizer", "predict", "train_minibatch"]
+__all__ = ["LOSSES", "MinibatchResult", "batches", "check_targets", "epoch_budget", "loss_fn", "make_optimizer", "predict", "shaped_output",
+           "train_minibatch"]
+
+LOSSES = ("mse", "logistic", "cross_entropy")
 
 
 @dataclass
@@ -34,15 +40,62 @@ class MinibatchResult:
 
 
 def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean MSE, or mean logistic loss log(1 + exp(−out·y)) for ±1 labels."""
+    """Mean MSE over every entry, mean logistic loss log(1 + exp(−out·y)) for ±1 labels, or mean
+    softmax cross-entropy of logits `out` (B, K) against integer classes `y` (B,)."""
     if out.dtype in (torch.float16, torch.bfloat16):  # autocast outputs: the loss in float32
         out = out.float()
+    if kind == "cross_entropy":
+        # F.cross_entropy's own computation (log-softmax, then the target's entry), written with
+        # gather so that torch.vmap batches it over the members of a stack.
+        logp = torch.log_softmax(out, dim=-1)
+        return -torch.mean(logp.gather(-1, y.long().unsqueeze(-1)))
     y = y.to(out.dtype)
     if kind == "mse":
         return torch.mean((out - y) ** 2)
     if kind == "logistic":
         return torch.mean(torch.nn.functional.softplus(-out * y))
-    raise ValueError(f"unknown loss {kind!r} (mse or logistic)")
+    raise ValueError(f"unknown loss {kind!r} (one of {', '.join(LOSSES)})")
+
+
+def check_targets(kind: str, y: torch.Tensor) -> torch.Tensor:
+    """Targets as the trainers use them: integer classes (n,) for cross_entropy, else float32 (n,) or (n, K)."""
+    if kind not in LOSSES:
+        raise ValueError(f"unknown loss {kind!r} (one of {', '.join(LOSSES)})")
+    if kind == "cross_entropy":
+        if y.dim() != 1:
+            raise ValueError(f"cross_entropy needs integer class targets of shape (n,), got shape {tuple(y.shape)}")
+        classes = y.long()
+        if y.is_floating_point() and not torch.equal(classes.to(y.dtype), y):
+            raise ValueError("cross_entropy needs integer class targets, got non-integer values")
+        if classes.numel() and int(classes.min()) < 0:
+            raise ValueError("cross_entropy needs class targets ≥ 0")
+        return classes
+    if y.dim() not in (1, 2):
+        raise ValueError(f"{kind} needs targets of shape (n,) or (n, K), got shape {tuple(y.shape)}")
+    if kind == "logistic" and y.dim() != 1:
+        raise ValueError(f"the logistic loss needs ±1 labels of shape (n,), got shape {tuple(y.shape)}")
+    return y.float()
+
+
+def shaped_output(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The network's outputs on a batch laid out as the loss compares them with targets `y`:
+    (…, B, K) logits for cross_entropy, else the shape of `y` (leading dimensions: a stack's members)."""
+    if kind == "cross_entropy":
+        if out.dim() != y.dim() + 1 or out.shape[:-1] != y.shape:
+            raise ValueError(f"cross_entropy needs K logits per sample, got outputs {tuple(out.shape)} for targets {tuple(y.shape)}")
+        return out
+    if out.numel() != y.numel():
+        raise ValueError(f"the network's outputs {tuple(out.shape)} do not match the targets {tuple(y.shape)}")
+    return out.reshape(y.shape)
+
+
+def epoch_budget(n: int, batch_size: int, epochs: int, steps: int | None) -> int:
+    """Epochs to run: `epochs`, or with a step budget enough epochs for `steps` optimizer steps."""
+    if steps is None:
+        return epochs
+    if steps < 1:
+        raise ValueError(f"steps must be ≥ 1, got {steps}")
+    return math.ceil(steps / max(1, math.ceil(n / batch_size)))
 
 
 def batches(n: int, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
@@ -80,29 +133,38 @@ def train_minibatch(
     weight_decay: float = 0.0,
     epochs: int = 100,
     batch_size: int = 128,
-    loss: Literal["mse", "logistic"] = "mse",
+    loss: Literal["mse", "logistic", "cross_entropy"] = "mse",
     loss_tol: float = 0.0,
     seed: int = 0,
     amp: bool = True,
+    steps: int | None = None,
 ) -> MinibatchResult:
-    """Train `model` (outputs one scalar per sample) in place on (x, y); x and y on the model's device."""
+    """Train `model` in place on (x, y); x and y on the model's device.
+
+    Targets: (n,) for one output per sample, (n, K) for K outputs (MSE), integer classes (n,) for
+    `cross_entropy` on K logits. `steps` (optimizer steps in all) replaces `epochs`: epochs of
+    shuffled batches until that many steps, the last epoch cut short (its loss is the mean over the
+    samples it saw).
+    """
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
     gen = torch.Generator().manual_seed(int(seed))
     autocast, scaler = _autocast(x.device, amp)
-    y = y.float()
+    y = check_targets(loss, y)
     n = x.shape[0]
     history: list[float] = []
-    steps, converged, diverged = 0, False, False
+    n_steps, converged, diverged = 0, False, False
     model.train()
-    for _ in range(epochs):
-        total = 0.0
+    for _ in range(epoch_budget(n, batch_size, epochs, steps)):
+        total, seen = 0.0, 0
         for idx in batches(n, batch_size, gen):
+            if steps is not None and n_steps >= steps:
+                break
             idx = idx.to(x.device)
             with autocast:
                 out = model(x[idx])
-            batch_loss = loss_fn(loss, out.reshape(-1), y[idx])
+            batch_loss = loss_fn(loss, shaped_output(loss, out, y[idx]), y[idx])
             if not torch.isfinite(batch_loss):
                 diverged = True
                 break
@@ -114,27 +176,28 @@ def train_minibatch(
             else:
                 batch_loss.backward()
                 opt.step()
-            steps += 1
+            n_steps += 1
             total += float(batch_loss.detach()) * len(idx)
+            seen += len(idx)
         if diverged:
             history.append(float("nan"))
             break
-        history.append(total / n)
+        history.append(total / seen)
         if history[-1] < loss_tol:
             converged = True
             break
     model.eval()
     final = history[-1] if history else float("nan")
-    return MinibatchResult(len(history), steps, final, converged, diverged, time.perf_counter() - start, history)
+    return MinibatchResult(len(history), n_steps, final, converged, diverged, time.perf_counter() - start, history)
 
 
 @torch.no_grad()
 def predict(model: torch.nn.Module, x: torch.Tensor, batch_size: int = 1024) -> torch.Tensor:
-    """Eval-mode outputs (n,) in full precision, in chunks."""
+    """Eval-mode outputs, (n,) or (n, K) as the model returns them, in full precision, in chunks."""
     was = model.training
     model.eval()
     try:
-        outs = [model(x[i : i + batch_size]).reshape(-1) for i in range(0, x.shape[0], batch_size)]
+        outs = [model(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)]
     finally:
         model.train(was)
     return torch.cat(outs).float()

@@ -1,5 +1,8 @@
 """k seeds of one ConvNet held as one grouped model and trained together, each on its own batches.
 
+Outputs: one value per sample, or K (vector MSE, or cross-entropy on K logits): the readout is one
+more batched matmul with K columns, so K outputs cost no per-output loop.
+
 Member i's channels are the i-th group of every layer: `Conv2d(groups=k·g)` on the members'
 channels side by side, `BatchNorm2d(k·C)` (per-channel statistics are per-member statistics),
 pooling and activations channel-wise, and the dense head as batched matmuls (`baddbmm`) after the
@@ -39,7 +42,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from compbench.training.minibatch import MinibatchResult, _autocast, batches, loss_fn, make_optimizer
+from compbench.training.minibatch import (
+    MinibatchResult, _autocast, batches, check_targets, epoch_budget, loss_fn, make_optimizer, shaped_output,
+)
 
 __all__ = ["StackedConvNet", "train_stacked_convnet"]
 
@@ -253,7 +258,7 @@ class _Grouped(nn.Module):
         self.in_channels = next(m.in_channels for m in nets[0] if isinstance(m, nn.Conv2d))
 
     def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
-        """Outputs (k_a, B) for per-member inputs x (k_a, B, C, H, W)."""
+        """Outputs (k_a, B) for per-member inputs x (k_a, B, C, H, W); (k_a, B, K) for K > 1 outputs."""
         k_a, b = x.shape[0], x.shape[1]
         rows = _Rows(members, ghost=k_a == 1)
         if rows.ghost:
@@ -261,9 +266,8 @@ class _Grouped(nn.Module):
         h = x.transpose(0, 1).reshape(b, x.shape[0] * x.shape[2], *x.shape[3:])
         for layer in self.layers:
             h = layer(h, rows)
-        if h.shape[-1] != 1:
-            raise ValueError(f"the network must output one value per sample, got {h.shape[-1]}")
-        return h[:k_a].reshape(k_a, b)
+        h = h[:k_a]
+        return h.reshape(k_a, b) if h.shape[-1] == 1 else h
 
     def member_state_dict(self, i: int) -> dict[str, torch.Tensor]:
         """Member i's parameters and buffers under the keys of its original nn.Sequential (views)."""
@@ -271,7 +275,8 @@ class _Grouped(nn.Module):
 
 
 class StackedConvNet(nn.Module):
-    """k seeds of one `nn.Sequential` ConvNet as one grouped model with outputs (k, B).
+    """k seeds of one `nn.Sequential` ConvNet as one grouped model with outputs (k, B), or (k, B, K)
+    when the networks have K > 1 outputs.
 
     `reference`, for a centred network, holds each member's frozen initial copy: the output is
     scale·(net(x) − net_0(x)) with net_0 under no_grad, as `compbench.adapters.deep.scalar_module`.
@@ -298,7 +303,7 @@ class StackedConvNet(nn.Module):
         return self.body.k
 
     def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
-        """Outputs (k_a, B): x is (k_a, B, C, H, W), one batch per member, or (B, C, H, W) shared.
+        """Outputs (k_a, B) or (k_a, B, K): x is (k_a, B, C, H, W), one batch per member, or (B, C, H, W) shared.
 
         `members` (long, k_a) selects which members run (default: all k); the others' parameters are
         not read.
@@ -348,13 +353,16 @@ def train_stacked_convnet(
     weight_decay: float = 0.0,
     epochs: int = 100,
     batch_size: int = 128,
-    loss: Literal["mse", "logistic"] = "mse",
+    loss: Literal["mse", "logistic", "cross_entropy"] = "mse",
     loss_tol: float = 0.0,
     amp: bool = True,
+    steps: int | None = None,
 ) -> list[MinibatchResult]:
     """Train every member in place as `train_minibatch(member i, x, y, seed=seeds[i], …)` would.
 
-    One result per member; its `seconds` is the wall time of the stacked run until that member stopped.
+    Targets as `train_minibatch`: (n,), (n, K) for vector MSE, integer classes (n,) for cross_entropy;
+    `steps` replaces `epochs` by a budget of optimizer steps (the same for every member). One result
+    per member; its `seconds` is the wall time of the stacked run until that member stopped.
     """
     start = time.perf_counter()
     k = model.k
@@ -365,10 +373,10 @@ def train_stacked_convnet(
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
     autocast, scaler = _autocast(x.device, amp)
     member_loss = torch.vmap(partial(loss_fn, loss))  # loss_fn itself, per member: same values as alone
-    y = y.float()
+    y = check_targets(loss, y)
     n = x.shape[0]
     history: list[list[float]] = [[] for _ in range(k)]
-    steps = [0] * k
+    n_steps = [0] * k
     converged, diverged = [False] * k, [False] * k
     seconds = [0.0] * k
     kept: dict[int, dict[str, torch.Tensor]] = {}
@@ -383,18 +391,20 @@ def train_stacked_convnet(
         members = torch.tensor(active, dtype=torch.long, device=x.device)
 
     model.train()
-    for _ in range(epochs):
+    for _ in range(epoch_budget(n, batch_size, epochs, steps)):
         if not active:
             break
         plan = {i: batches(n, batch_size, gens[i]) for i in active}
         total = {i: 0.0 for i in active}
+        seen = 0  # samples of this epoch so far (every running member has seen as many)
         for j in range(len(plan[active[0]])):
-            if not active:
+            if not active or (steps is not None and n_steps[active[0]] >= steps):
                 break
             idx = torch.stack([plan[i][j] for i in active]).to(x.device)  # (k_a, B)
             with autocast:
                 out = model(x[idx], members)
-            per = member_loss(out.reshape(len(active), -1), y[idx])
+            target = y[idx]
+            per = member_loss(shaped_output(loss, out, target), target)
             values = per.detach().tolist()
             bad = [a for a, v in enumerate(values) if not math.isfinite(v)]
             if bad:
@@ -428,10 +438,11 @@ def train_stacked_convnet(
             else:
                 opt.step()
             for i, v in zip(active, values):
-                steps[i] += 1
+                n_steps[i] += 1
                 total[i] += v * idx.shape[1]
+            seen += idx.shape[1]
         for i in list(active):
-            history[i].append(total[i] / n)
+            history[i].append(total[i] / seen)
             if history[i][-1] < loss_tol:
                 converged[i] = True
                 stop(i)
@@ -443,7 +454,7 @@ def train_stacked_convnet(
     model.eval()
     return [
         MinibatchResult(
-            len(history[i]), steps[i], history[i][-1] if history[i] else float("nan"),
+            len(history[i]), n_steps[i], history[i][-1] if history[i] else float("nan"),
             converged[i], diverged[i], seconds[i], history[i],
         )
         for i in range(k)
