@@ -81,9 +81,10 @@ def test_empirical_ntk_chunking_and_uncached_path(monkeypatch):
     np.testing.assert_allclose(full.numpy(), full.numpy().T, rtol=1e-12)
 
 
-def test_empirical_ntk_rejects_vector_outputs():
-    net = torch.nn.Linear(3, 2)
-    with pytest.raises(ValueError, match="scalar output"):
+def test_empirical_ntk_rejects_outputs_that_are_neither_scalar_nor_vector():
+    # (n, K) outputs are supported (tests/test_ntk_outputs.py); (n, 2, 2) is not
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Unflatten(1, (2, 2)))
+    with pytest.raises(ValueError, match=r"one scalar \(n,\) or a vector \(n, K\).*\(2, 2, 2\)"):
         empirical_ntk(net, torch.randn(4, 3))
 
 

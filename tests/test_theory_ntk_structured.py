@@ -152,9 +152,9 @@ def test_small_max_memory_chunks_to_the_same_gram(kind, max_memory, monkeypatch)
     seen: list[int] = []
     real = ntk_module._factors
 
-    def spy(module, layers, xs):  # noqa: ANN001, ANN202
+    def spy(module, layers, xs, *rest):  # noqa: ANN001, ANN002, ANN202
         seen.append(xs.shape[0])
-        return real(module, layers, xs)
+        return real(module, layers, xs, *rest)
 
     monkeypatch.setattr(ntk_module, "_factors", spy)
     small = empirical_ntk(net, x, max_memory=max_memory)

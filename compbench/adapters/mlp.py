@@ -5,6 +5,16 @@ initial function* f_0 (THEORY.md §2): f = f_0 + K (K_train)^+ (y_train − f_0(
 per seed. With `center: true` the model is f(x; θ) − f(x; θ_0) instead, which starts at exactly 0,
 so its lazy limit is the pure kernel predictor K (K_train)^+ y_train — conjunction-wise additive
 by the theorem. (The random f_0 of an uncentred network is not additive over the training set.)
+
+K outputs (a K-output regression task, or K classes): the network has K output units. `loss: mse`
+regresses the targets, one-hot rows for classes (`Batch.target_matrix()`), with the squared error
+summed over outputs (see `compbench.training.batched_mlp`); `loss: cross_entropy` (multi-class
+tasks only) trains the K logits on the classes. The theory is kernel regression of the one-hot
+(or K-column) targets from f_0 on the NTK: the analytic NTK is shared by the outputs (NTK ⊗ I, so
+`kernel()` returns the scalar one); the empirical one is the output-averaged kernel
+(`ntk_outputs: trace`, (1/K) Σ_k J_k J_kᵀ) or the full (n·K × n·K) kernel (`ntk_outputs: full`,
+sample-major). For cross_entropy that theory predicts the MSE-on-one-hot network, not the
+cross-entropy one (which has no kernel-regression limit); the gap is what the comparison shows.
 """
 
 from __future__ import annotations
@@ -12,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 from compbench.adapters.registry import register_adapter
@@ -25,7 +35,9 @@ class MLPParams(AdapterParams):
     depth: int = Field(default=1, ge=1, description="number of hidden layers")
     init_scale: float = Field(default=1.0, gt=0, description="σ: 1 ≈ lazy, ≤ 1e-3 ≈ rich")
     bias: bool = True
-    loss: Literal["mse", "logistic"] = "mse"
+    loss: Literal["mse", "logistic", "cross_entropy"] = Field(
+        default="mse", description="mse (one-hot targets on multi-class tasks), logistic (±1 tasks), cross_entropy (multi-class)"
+    )
     optimizer: Literal["gd", "adam"] = "gd"
     lr: float = Field(default=0.01, gt=0)
     max_steps: int = Field(default=20_000, ge=1)
@@ -33,8 +45,42 @@ class MLPParams(AdapterParams):
     theory: Literal["analytic", "empirical"] = Field(
         default="analytic", description="NTK for the theory: analytic large-width or empirical at init"
     )
+    ntk_outputs: Literal["trace", "full"] = Field(
+        default="trace",
+        description="theory: empirical with K outputs: the output-averaged NTK (trace) or the full (n·K)² kernel",
+    )
     dtype: Literal["float32", "float64"] = "float32"
     center: bool = Field(default=False, description="subtract the initial function: f(x;θ) − f(x;θ_0)")
+
+    @model_validator(mode="after")
+    def _full_needs_empirical(self) -> MLPParams:
+        if self.ntk_outputs == "full" and self.theory != "empirical":
+            raise ValueError("ntk_outputs: full needs theory: empirical (the analytic NTK is shared by the outputs)")
+        return self
+
+
+def loss_problem(loss: str, task_kind: str) -> str | None:
+    """Why `loss` cannot train on a task of kind `task_kind` (classification|regression|multiclass), or None."""
+    if loss == "cross_entropy" and task_kind != "multiclass":
+        return f"loss: cross_entropy needs a multi-class task (integer classes), this one is {task_kind}; use loss: mse"
+    if loss == "logistic" and task_kind != "classification":
+        return (
+            f"loss: logistic needs a ±1 classification task (one output), this one is {task_kind}; use loss: mse"
+            + (" or cross_entropy" if task_kind == "multiclass" else "")
+        )
+    return None
+
+
+def _batch_problem(loss: str, batch: Batch) -> str | None:
+    """`loss_problem` for the targets a batch actually carries."""
+    if batch.n_classes:
+        return loss_problem(loss, "multiclass")
+    targets = f"{batch.n_outputs}-output" if batch.vector_output else "scalar"
+    if loss == "cross_entropy":
+        return f"loss: cross_entropy needs a multi-class task (integer classes), this one has {targets} targets; use loss: mse"
+    if loss == "logistic" and batch.vector_output:
+        return f"loss: logistic needs a ±1 classification task (one output), this one has {targets} targets; use loss: mse"
+    return None  # logistic on a scalar task: ±1 targets are the suite validation's and the theory's check
 
 
 @register_adapter("mlp")
@@ -57,11 +103,24 @@ class MLPAdapter(Adapter):
         )
 
         p = self.params
+        problem = _batch_problem(p.loss, train)
+        if problem:
+            raise ValueError(problem)
         dtype = torch.float64 if p.dtype == "float64" else torch.float32
+        n_out = train.n_outputs
         x_tr = torch.as_tensor(train.x.reshape(len(train), -1), dtype=dtype, device=self.device)
         x_ev = torch.as_tensor(evaluate.x.reshape(len(evaluate), -1), dtype=dtype, device=self.device)
-        y_tr = torch.as_tensor(train.y, dtype=dtype, device=self.device)
-        layers = init_stacked_mlp(seeds, x_tr.shape[1], p.width, p.depth, p.init_scale, p.bias, dtype, self.device)
+        if p.loss == "cross_entropy":
+            y_tr = torch.as_tensor(np.asarray(train.y), dtype=torch.int64, device=self.device)
+        elif train.vector_output:
+            # one-hot rows for classes; a single output unit trains on (n,) targets
+            y_mat = train.target_matrix()
+            y_tr = torch.as_tensor(y_mat[:, 0] if n_out == 1 else y_mat, dtype=dtype, device=self.device)
+        else:
+            y_tr = torch.as_tensor(train.y, dtype=dtype, device=self.device)
+        layers = init_stacked_mlp(
+            seeds, x_tr.shape[1], p.width, p.depth, p.init_scale, p.bias, dtype, self.device, d_out=n_out
+        )
         with torch.no_grad():
             f0_tr_t = stacked_forward(layers, x_tr)
             f0_ev = stacked_forward(layers, x_ev).double().cpu().numpy()
@@ -73,8 +132,8 @@ class MLPAdapter(Adapter):
             for i in range(len(seeds)):
                 module = member_module(layers, i)
                 kernels[i] = (
-                    empirical_ntk(module, x_tr).cpu().numpy(),
-                    empirical_ntk(module, x_ev, x_tr).cpu().numpy(),
+                    empirical_ntk(module, x_tr, outputs=p.ntk_outputs).cpu().numpy(),
+                    empirical_ntk(module, x_ev, x_tr, outputs=p.ntk_outputs).cpu().numpy(),
                 )
         result = train_stacked(
             layers,
@@ -92,9 +151,16 @@ class MLPAdapter(Adapter):
         if p.center:
             preds = preds - f0_ev
             f0_tr, f0_ev = np.zeros_like(f0_tr), np.zeros_like(f0_ev)
+        # (k, n) or (k, n, K) → each member's (n,) or (n, K), as the task's predictions are shaped
+        k, tail = len(seeds), ((n_out,) if train.vector_output else ())
+        preds = preds.reshape(k, len(evaluate), *tail)
+        f0_tr = f0_tr.reshape(k, len(train), *tail)
+        f0_ev = f0_ev.reshape(k, len(evaluate), *tail)
         fitted = []
         for i in range(len(seeds)):
             info = {"steps": result.steps[i], "train_loss": result.final_loss[i], "converged": result.converged[i]}
+            if train.vector_output:
+                info["ntk_outputs"] = p.ntk_outputs if p.theory == "empirical" else "shared"
             error = None
             if result.diverged[i] or not np.all(np.isfinite(preds[i])):
                 error = f"training diverged (non-finite loss) at step {result.steps[i]}"
@@ -102,7 +168,10 @@ class MLPAdapter(Adapter):
         return fitted
 
     def kernel(self, a: Batch, b: Batch) -> np.ndarray | None:
-        """The analytic large-width NTK of this very network (None when theory is 'empirical')."""
+        """The analytic large-width NTK of this very network (None when theory is 'empirical').
+
+        With K outputs it is every output's kernel: the network's is this one ⊗ I_K.
+        """
         if self.params.theory == "empirical":
             return None
         from compbench.theory import standard_mlp_ntk
@@ -115,9 +184,11 @@ class MLPAdapter(Adapter):
         return ntk
 
     def theory_options(self) -> dict[str, Any]:
-        """MSE → min-norm regression from f_0; logistic → max-margin SVM."""
-        return {"objective": "min_norm" if self.params.loss == "mse" else "svm"}
+        """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross-entropy → min-norm
+        regression of the one-hot targets (the prediction for the MSE-on-one-hot network)."""
+        return {"objective": "svm" if self.params.loss == "logistic" else "min_norm"}
 
     def theory_kernel_name(self) -> str:
         """Which NTK the theory prediction uses."""
-        return f"{self.params.theory}_ntk"
+        full = "_full" if self.params.theory == "empirical" and self.params.ntk_outputs == "full" else ""
+        return f"{self.params.theory}_ntk{full}"

@@ -24,6 +24,15 @@ Two engines, chosen automatically per parameter:
   layer whose input is not batch-first), and for the whole network with ``structured=False``.
 
 Memory is bounded by ``max_memory`` (bytes): samples are processed in chunks whose factors fit.
+
+**Several outputs.** A module with outputs (n, K) has one Jacobian J_k per output. ``outputs="trace"``
+gives the output-averaged kernel (1/K) Σ_k J_k J_kᵀ (n_a × n_b): both engines stack the K per-output
+gradients of a sample into one longer feature (the structured engine widens G to K·d_out for a
+position Gram, since Σ_k (a·a')(g_k·g'_k) = (a·a')(G·G')), take one Gram and divide by K.
+``outputs="full"`` gives every pair of outputs, (n_a·K × n_b·K), sample-major (row i·K + k = sample
+i, output k): each (sample, output) is one row of the factors. The structured engine needs one
+backward pass per output (K passes over a retained graph); its factors, and the generic engine's
+Jacobians, are K times larger, which the memory budget accounts for.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
     import torch
@@ -64,24 +73,29 @@ class _Unsupported(Exception):
 # ---------------------------------------------------------------------------------- generic engine
 
 
-def _jacobian_fn(module: torch.nn.Module, names: list[str]):
-    """A function (diff, const, buffers, x_chunk) -> per-sample flattened gradients, one (n, P_k) per name."""
+def _jacobian_fn(module: torch.nn.Module, names: list[str], n_out: int = 1, layout: str = "scalar"):
+    """A function (diff, const, buffers, x_chunk) -> per-sample flattened gradients, one per name:
+    (n, P) for a scalar output, (n, K·P) for `layout` "trace" (the outputs' gradients side by side),
+    (n·K, P) for "full" (one row per sample and output, sample-major)."""
     from torch.func import functional_call, jacrev, vmap
 
     def f_single(diff: dict[str, Any], const: dict[str, Any], buffers: dict[str, Any], x: torch.Tensor) -> torch.Tensor:
         out = functional_call(module, (diff, const, buffers), (x.unsqueeze(0),))
-        if out.numel() != 1:
-            raise ValueError(
-                f"empirical_ntk needs one scalar output per sample, got output shape {tuple(out.shape)} "
-                "for a batch of 1"
-            )
-        return out.reshape(())
+        if out.numel() != n_out:
+            if n_out == 1:
+                raise ValueError(
+                    f"empirical_ntk needs one scalar output per sample, got output shape {tuple(out.shape)} "
+                    "for a batch of 1"
+                )
+            raise ValueError(f"empirical_ntk expected {n_out} outputs per sample, got output shape {tuple(out.shape)} for a batch of 1")
+        return out.reshape(()) if n_out == 1 else out.reshape(n_out)
 
     per_sample = vmap(jacrev(f_single), in_dims=(None, None, None, 0))
 
     def jac(diff, const, buffers, x):
-        grads = per_sample(diff, const, buffers, x)
-        return [grads[name].reshape(x.shape[0], -1) for name in names]
+        grads = per_sample(diff, const, buffers, x)  # name -> (n, *param) or (n, K, *param)
+        rows = x.shape[0] * (n_out if layout == "full" else 1)
+        return [grads[name].reshape(rows, -1) for name in names]
 
     return jac
 
@@ -93,8 +107,13 @@ def _generic_ntk(
     names: list[str],
     chunk_size: int | None,
     max_memory: int,
+    n_out: int = 1,
+    layout: str = "scalar",
 ) -> torch.Tensor:
-    """The NTK restricted to the parameters `names`, from chunked per-sample Jacobians."""
+    """The NTK restricted to the parameters `names`, from chunked per-sample Jacobians.
+
+    With K outputs: "trace" gives Σ_k J_k J_kᵀ (the caller divides by K), "full" the (n·K)² kernel.
+    """
     import torch
 
     all_params = {k: v.detach() for k, v in module.named_parameters()}
@@ -105,9 +124,10 @@ def _generic_ntk(
     n_params = sum(p.numel() for p in diff.values())
     if chunk_size is None:
         # a chunk's Jacobian in the parameters' dtype plus its float64 copy, for both sides of a block
-        per_sample = max(1, n_params) * (ref.element_size() + 8) * 2
+        per_sample = max(1, n_params) * n_out * (ref.element_size() + 8) * 2
         chunk_size = int(max(1, min(256, max_memory // per_sample)))
-    jac = _jacobian_fn(module, names)
+    jac = _jacobian_fn(module, names, n_out, layout)
+    R = n_out if layout == "full" else 1  # kernel rows per sample
 
     def chunks(x: torch.Tensor) -> list[slice]:
         return [slice(i, min(i + chunk_size, x.shape[0])) for i in range(0, x.shape[0], chunk_size)]
@@ -122,9 +142,10 @@ def _generic_ntk(
 
     symmetric = xb is None
     other = xa if symmetric else xb
-    K = torch.zeros(xa.shape[0], other.shape[0], dtype=torch.float64, device=ref.device)
+    K = torch.zeros(xa.shape[0] * R, other.shape[0] * R, dtype=torch.float64, device=ref.device)
     slices_a, slices_b = chunks(xa), chunks(other)
-    cacheable = other.shape[0] * n_params <= _JAC_CACHE_ELEMENTS and other.shape[0] * n_params * ref.element_size() <= max_memory // 2
+    jac_elements = other.shape[0] * n_params * n_out
+    cacheable = jac_elements <= _JAC_CACHE_ELEMENTS and jac_elements * ref.element_size() <= max_memory // 2
     cache: dict[int, list[torch.Tensor]] | None = {} if cacheable else None
 
     def jac_b(j: int) -> list[torch.Tensor]:
@@ -144,10 +165,16 @@ def _generic_ntk(
                 break
             jb = ja if (symmetric and j == i) else jac_b(j)
             block = gram(ja, jb)
-            K[sa, sb] = block
+            ra, rb = _rows(sa, R), _rows(sb, R)
+            K[ra, rb] = block
             if symmetric and j < i:
-                K[sb, sa] = block.T
+                K[rb, ra] = block.T
     return K
+
+
+def _rows(s: slice, r: int) -> slice:
+    """The kernel rows of the samples in `s` when every sample has `r` rows (sample-major)."""
+    return s if r == 1 else slice(s.start * r, s.stop * r)
 
 
 # ------------------------------------------------------------------------------- structured engine
@@ -330,8 +357,54 @@ def _merge(feats: list[Any]) -> Any:
     return ("positions", torch.cat([f[1] for f in feats], dim=1), torch.cat([f[2] for f in feats], dim=1))
 
 
-def _factors(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor) -> list[Any]:
-    """Per covered layer, its feature over the chunk x (None for a layer not used)."""
+class _OutputsFeature:
+    """One call's features for the K outputs (same kind and shapes), gathered into one feature.
+
+    "trace": the outputs' gradients side by side in one row per sample (J: (n, K·P); positions:
+    G (n, T, K·d_out)), so that one Gram sums the K per-output Grams. "full": one row per sample
+    and output, sample-major (J: (n·K, P); positions: A repeated per output, G (n·K, T, d_out)).
+    Filled output by output into one buffer, so the K features are never held twice.
+    """
+
+    def __init__(self, first: Any, n_out: int, layout: str) -> None:
+        import torch
+
+        self.kind, self.layout, self.n_out = first[0], layout, n_out
+        if self.kind == "grad":
+            n, P = first[1].shape
+            self.buf = torch.empty(n, n_out, P, dtype=first[1].dtype, device=first[1].device)
+            self.A = None
+        else:
+            n, T, d_g = first[2].shape
+            shape = (n, T, n_out, d_g) if layout == "trace" else (n, n_out, T, d_g)
+            self.buf = torch.empty(shape, dtype=first[2].dtype, device=first[2].device)
+            self.A = first[1]
+
+    def fill(self, o: int, feat: Any) -> None:
+        if self.kind == "grad":
+            self.buf[:, o] = feat[1]
+        elif self.layout == "trace":
+            self.buf[:, :, o] = feat[2]
+        else:
+            self.buf[:, o] = feat[2]
+
+    def feature(self) -> Any:
+        b, K = self.buf, self.n_out
+        if self.kind == "grad":
+            return ("grad", b.reshape(b.shape[0], -1) if self.layout == "trace" else b.reshape(-1, b.shape[2]))
+        if self.layout == "trace":
+            return ("positions", self.A, b.reshape(b.shape[0], b.shape[1], -1))
+        # A is repeated rather than shared: a T = 1 Gram then costs K² times the A·A' products,
+        # no more than the G·G' products it is multiplied with.
+        return ("positions", self.A.repeat_interleave(K, dim=0), b.reshape(-1, b.shape[2], b.shape[3]))
+
+
+def _factors(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor, n_out: int = 1, layout: str = "scalar") -> list[Any]:
+    """Per covered layer, its feature over the chunk x (None for a layer not used).
+
+    With K outputs, one backward pass per output (over a retained graph) gives its per-sample
+    output gradients; the K features of a call are then combined by `_outputs_feature`.
+    """
     import torch
 
     n = x.shape[0]
@@ -353,26 +426,49 @@ def _factors(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor) -> 
     finally:
         for h in handles:
             h.remove()
-    if f.numel() != n:
+    if n_out == 1 and f.numel() != n:
         raise ValueError(f"empirical_ntk needs one scalar output per sample, got output shape {tuple(f.shape)} for {n} samples")
+    if n_out > 1 and tuple(f.shape) != (n, n_out):
+        raise ValueError(f"empirical_ntk expected outputs of shape ({n}, {n_out}) for {n} samples, got {tuple(f.shape)}")
     outs = [o for rec in calls for o in rec.outputs]
-    grads = list(torch.autograd.grad(f.sum(), outs, allow_unused=True)) if outs else []
-    result = []
-    k = 0
-    for layer, rec in zip(layers, calls):
-        feats = []
-        for a, out in zip(rec.inputs, rec.outputs):
-            g = grads[k]
-            k += 1
-            if g is None:
-                g = torch.zeros_like(out)
-            feats.append(_call_feature(layer, a, g))
-        result.append(_merge(feats) if feats else None)
-    return result
+
+    def call_features(total: torch.Tensor, retain: bool) -> list[list[Any]]:
+        """Per layer, per call: the feature of the gradient of `total` (Σ_i of one output)."""
+        grads = list(torch.autograd.grad(total, outs, allow_unused=True, retain_graph=retain)) if outs else []
+        per_layer = []
+        k = 0
+        for layer, rec in zip(layers, calls):
+            feats = []
+            for a, out in zip(rec.inputs, rec.outputs):
+                g = grads[k]
+                k += 1
+                if g is None:
+                    g = torch.zeros_like(out)
+                feats.append(_call_feature(layer, a, g))
+            per_layer.append(feats)
+        return per_layer
+
+    if n_out == 1:
+        per_layer = call_features(f.sum(), False)
+    else:
+        gathered: list[list[_OutputsFeature]] = []
+        for o in range(n_out):
+            feats_o = call_features(f[:, o].sum(), o < n_out - 1)
+            if o == 0:
+                gathered = [[_OutputsFeature(feat, n_out, layout) for feat in feats] for feats in feats_o]
+            for bufs, feats in zip(gathered, feats_o):
+                for buf, feat in zip(bufs, feats):
+                    buf.fill(o, feat)
+            del feats_o
+        per_layer = [[buf.feature() for buf in bufs] for bufs in gathered]
+    return [_merge(feats) if feats else None for feats in per_layer]
 
 
-def _plan(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor) -> tuple[int, set[int]]:
+def _plan(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor, n_out: int = 1, layout: str = "scalar") -> tuple[int, set[int]]:
     """Probe two samples: pick each layer's mode; bytes per sample of forward + factors, bad layers.
+
+    With K outputs the factors are K times larger ("trace": G is K·d_out wide and J K·P long;
+    "full": K rows per sample), and the mode is chosen for those sizes.
 
     A layer called on something that is not batch-first (e.g. windows folded into the batch) is
     "bad": its parameters go to the generic engine.
@@ -415,17 +511,19 @@ def _plan(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor) -> tup
         T = sum(s[0] for s in shapes[i])
         d_a, d_g = shapes[i][0][1], shapes[i][0][2]
         n_params = sum(p.numel() for p in layer.module.parameters(recurse=False) if p.requires_grad)
+        wide = n_out if layout == "trace" else 1  # "trace" widens each row K-fold, "full" has K rows
+        rows = n_out if layout == "full" else 1
         if layer.kind in ("linear", "conv2d"):
             grouped = layer.kind == "conv2d" and layer.module.groups > 1
             same_dims = all(s[1:] == (d_a, d_g) for s in shapes[i])
-            if not grouped and same_dims and T * T * (d_a + d_g) < n_params:
+            if not grouped and same_dims and T * T * (d_a + wide * d_g) < wide * n_params:
                 layer.mode = "positions"
-                layer.bytes_per_sample = T * (d_a + d_g) * 8
+                layer.bytes_per_sample = rows * T * (d_a + wide * d_g) * 8
             else:
                 layer.mode = "grad"
-                layer.bytes_per_sample = n_params * 8
+                layer.bytes_per_sample = n_out * n_params * 8
         else:
-            layer.bytes_per_sample = n_params * 8
+            layer.bytes_per_sample = n_out * n_params * 8
         total += layer.bytes_per_sample
     return max(1, total), bad
 
@@ -454,13 +552,21 @@ def _pair(fa: Any, fb: Any, budget: int) -> torch.Tensor:
 
 
 def _structured_ntk(
-    module: torch.nn.Module, layers: list[_Layer], per_sample: int, xa: torch.Tensor, xb: torch.Tensor | None, max_memory: int
+    module: torch.nn.Module,
+    layers: list[_Layer],
+    per_sample: int,
+    xa: torch.Tensor,
+    xb: torch.Tensor | None,
+    max_memory: int,
+    n_out: int = 1,
+    layout: str = "scalar",
 ) -> torch.Tensor:
     import torch
 
     symmetric = xb is None
     other = xa if symmetric else xb
-    K = torch.zeros(xa.shape[0], other.shape[0], dtype=torch.float64, device=xa.device)
+    R = n_out if layout == "full" else 1  # kernel rows per sample
+    K = torch.zeros(xa.shape[0] * R, other.shape[0] * R, dtype=torch.float64, device=xa.device)
     factor_bytes = max(1, sum(layer.bytes_per_sample for layer in layers))
     cache_b = other.shape[0] * factor_bytes <= max_memory // 2
     chunk = int(max(1, (max_memory // (4 if cache_b else 3)) // per_sample))
@@ -472,26 +578,27 @@ def _structured_ntk(
     def feats_b(j: int) -> list[Any]:
         if j in cache:
             return cache[j]
-        value = _factors(module, layers, other[slices_b[j]])
+        value = _factors(module, layers, other[slices_b[j]], n_out, layout)
         if cache_b:
             cache[j] = value
         return value
 
     for i, sa in enumerate(slices_a):
-        fa = _factors(module, layers, xa[sa])
+        fa = _factors(module, layers, xa[sa], n_out, layout)
         if symmetric and cache_b:
             cache[i] = fa
         for j, sb in enumerate(slices_b):
             if symmetric and j > i:
                 break
             fb = fa if (symmetric and j == i) else feats_b(j)
-            block = torch.zeros(sa.stop - sa.start, sb.stop - sb.start, dtype=torch.float64, device=xa.device)
+            ra, rb = _rows(sa, R), _rows(sb, R)
+            block = torch.zeros(ra.stop - ra.start, rb.stop - rb.start, dtype=torch.float64, device=xa.device)
             for la, lb in zip(fa, fb):
                 if la is not None and lb is not None:
                     block += _pair(la, lb, pair_budget)
-            K[sa, sb] = block
+            K[ra, rb] = block
             if symmetric and j < i:
-                K[sb, sa] = block.T
+                K[rb, ra] = block.T
         if not cache_b:
             del fa
     return K
@@ -509,6 +616,27 @@ def structured_coverage(module: torch.nn.Module) -> dict[str, list[str]]:
 # ----------------------------------------------------------------------------------------- entry
 
 
+def _output_width(module: torch.nn.Module, x: torch.Tensor | None) -> int:
+    """K for a module with outputs (n, K); 1 for one scalar per sample (probed on ≤ 2 samples)."""
+    import torch
+
+    if x is None or x.shape[0] == 0:
+        return 1  # nothing to probe on: the kernel has no rows either way
+    probe = x[:2] if x.shape[0] >= 2 else torch.cat([x[:1], x[:1]])
+    with torch.no_grad():
+        out = module(probe)
+    if not torch.is_tensor(out):
+        raise ValueError(f"empirical_ntk needs a module returning a tensor, got {type(out).__name__}")
+    if out.numel() == 2:
+        return 1
+    if out.dim() == 2 and out.shape[0] == 2:
+        return int(out.shape[1])
+    raise ValueError(
+        f"empirical_ntk needs one scalar (n,) or a vector (n, K) of outputs per sample, got output shape "
+        f"{tuple(out.shape)} for 2 samples"
+    )
+
+
 def empirical_ntk(
     module: torch.nn.Module,
     x_a: torch.Tensor,
@@ -517,6 +645,7 @@ def empirical_ntk(
     chunk_size: int | None = None,
     structured: bool = True,
     max_memory: int = DEFAULT_MAX_MEMORY,
+    outputs: Literal["trace", "full"] = "trace",
 ) -> torch.Tensor:
     """K_ij = ⟨∂f(x_i)/∂θ, ∂f(x_j)/∂θ⟩ over trainable parameters, float64 (N_a × N_b).
 
@@ -525,6 +654,10 @@ def empirical_ntk(
     parameter the generic per-sample-Jacobian path; `structured=False` uses the generic path for
     everything. `max_memory` (bytes) bounds the factors/Jacobians held at once; `chunk_size` fixes
     the generic path's chunk instead. The module is put in eval mode and restored afterwards.
+
+    A module with outputs (n, K): `outputs="trace"` gives the output-averaged kernel
+    (1/K) Σ_k J_k J_kᵀ (N_a × N_b); `outputs="full"` every pair of outputs, (N_a·K × N_b·K),
+    row i·K + k = sample i, output k. A module with one scalar per sample ignores `outputs`.
     """
     import torch
 
@@ -532,6 +665,8 @@ def empirical_ntk(
         raise ValueError(f"chunk_size must be ≥ 1, got {chunk_size}")
     if max_memory < 1:
         raise ValueError(f"max_memory must be ≥ 1 byte, got {max_memory}")
+    if outputs not in ("trace", "full"):
+        raise ValueError(f"outputs must be 'trace' or 'full', got {outputs!r}")
     params = {k: v for k, v in module.named_parameters() if v.requires_grad}
     if not params:
         raise ValueError("the module has no trainable parameters")
@@ -546,19 +681,38 @@ def empirical_ntk(
         xb = xb.to(ref.dtype)
 
     with eval_mode(module):
-        if structured:
-            try:
-                layers, rest = _structured_layers(module)
-                if layers:
-                    per_sample, bad = _plan(module, layers, xa)
-                    rest += [n for i in sorted(bad) for n in layers[i].names]
-                    layers = [layer for i, layer in enumerate(layers) if i not in bad]
-                if layers:
-                    K = _structured_ntk(module, layers, per_sample, xa, xb, max_memory)
-                    if rest:
-                        K += _generic_ntk(module, xa, xb, rest, chunk_size, max_memory)
-                    return K
-            except _Unsupported:
-                pass  # fall through: everything by the generic path
-        return _generic_ntk(module, xa, xb, list(params), chunk_size, max_memory)
+        n_out = _output_width(module, xa if xa.shape[0] or xb is None else xb)
+        layout = "scalar" if n_out == 1 else outputs
+        K = _ntk(module, xa, xb, params, chunk_size, structured, max_memory, n_out, layout)
+    if layout == "trace":
+        K /= n_out  # both engines sum the K per-output Grams
+    return K
 
+
+def _ntk(
+    module: torch.nn.Module,
+    xa: torch.Tensor,
+    xb: torch.Tensor | None,
+    params: dict[str, Any],
+    chunk_size: int | None,
+    structured: bool,
+    max_memory: int,
+    n_out: int,
+    layout: str,
+) -> torch.Tensor:
+    """The kernel from the structured engine where it applies and the generic one elsewhere."""
+    if structured:
+        try:
+            layers, rest = _structured_layers(module)
+            if layers:
+                per_sample, bad = _plan(module, layers, xa, n_out, layout)
+                rest += [n for i in sorted(bad) for n in layers[i].names]
+                layers = [layer for i, layer in enumerate(layers) if i not in bad]
+            if layers:
+                K = _structured_ntk(module, layers, per_sample, xa, xb, max_memory, n_out, layout)
+                if rest:
+                    K += _generic_ntk(module, xa, xb, rest, chunk_size, max_memory, n_out, layout)
+                return K
+        except _Unsupported:
+            pass  # fall through: everything by the generic path
+    return _generic_ntk(module, xa, xb, list(params), chunk_size, max_memory, n_out, layout)

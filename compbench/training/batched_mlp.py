@@ -3,6 +3,18 @@
 Member i of the stack is initialised from `torch.Generator().manual_seed(seeds[i])` exactly as a
 single network with that seed would be, and its updates touch only its own slice, so a member's
 trajectory equals training that seed alone (up to float rounding of batched matmuls).
+
+Outputs: one unit (`d_out` = 1) gives outputs (k, n), the scalar path with its width-1 readout;
+K > 1 units give (k, n, K). Losses, per member:
+
+* ``mse``: (1/n) Σ_i ‖f(x_i) − y_i‖², i.e. the squared error *summed over outputs* and averaged
+  over samples (for K = 1 the plain mean squared error). Summing over outputs keeps each output's
+  gradient what it would be in a scalar network, so the same learning rate is as fast and as
+  stable for any K (in the lazy regime, where the NTK is shared by the outputs, each output
+  trains exactly like a scalar network); targets (n,) for K = 1, (n, K) otherwise.
+* ``logistic``: mean softplus(−y·f), scalar outputs and ±1 targets only.
+* ``cross_entropy``: mean over samples of −log softmax(f(x_i))[y_i], integer classes y (n,) and
+  K ≥ 2 logits.
 """
 
 from __future__ import annotations
@@ -14,6 +26,8 @@ from typing import Literal
 import torch
 
 Layer = tuple[torch.Tensor, torch.Tensor | None]  # weights (k, fan_in, fan_out), bias (k, 1, fan_out)
+Loss = Literal["mse", "logistic", "cross_entropy"]
+LOSSES = ("mse", "logistic", "cross_entropy")
 
 
 def init_stacked_mlp(
@@ -25,9 +39,12 @@ def init_stacked_mlp(
     bias: bool = True,
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
+    d_out: int = 1,
 ) -> list[Layer]:
     """Paper init per layer: W ~ N(0, (σ·√(2/fan_in))²), b ~ U(±σ/√fan_in); one member per seed."""
-    dims = [d_in] + [width] * depth + [1]
+    if d_out < 1:
+        raise ValueError(f"d_out must be ≥ 1, got {d_out}")
+    dims = [d_in] + [width] * depth + [d_out]
     layers: list[Layer] = []
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
     for fan_in, fan_out in zip(dims[:-1], dims[1:]):
@@ -45,12 +62,17 @@ def init_stacked_mlp(
 
 
 def stacked_forward(layers: list[Layer], x: torch.Tensor) -> torch.Tensor:
-    """Outputs (k, n) of every member on shared inputs x (n, d)."""
+    """Outputs (k, n) of every member on shared inputs x (n, d); (k, n, K) with K > 1 output units."""
     return _forward(layers, x)[1]
 
 
+def n_outputs(layers: list[Layer]) -> int:
+    """Output units of the stacked network."""
+    return int(layers[-1][0].shape[2])
+
+
 def _forward(layers: list[Layer], x: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Every layer's input (layer 0's is x, shared by all members) and the outputs (k, n)."""
+    """Every layer's input (layer 0's is x, shared by all members) and the outputs (k, n) or (k, n, K)."""
     acts = [x]
     for i, (w, b) in enumerate(layers):
         # layer 0's input is shared: expanded with stride 0, not copied
@@ -59,7 +81,7 @@ def _forward(layers: list[Layer], x: torch.Tensor) -> tuple[list[torch.Tensor], 
             return acts, _readout(inp, w, b)
         pre = torch.bmm(inp, w) if b is None else torch.baddbmm(b, inp, w)
         if i == len(layers) - 1:
-            return acts, pre.squeeze(-1)
+            return acts, pre  # K > 1 outputs (a single one took the readout above)
         acts.append(pre.clamp_(min=0))
     raise ValueError("an MLP needs at least one layer")
 
@@ -73,7 +95,10 @@ def _readout(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.
 
 
 def member_module(layers: list[Layer], i: int) -> torch.nn.Module:
-    """An ordinary nn.Sequential holding member i's parameters (e.g. for its empirical NTK)."""
+    """An ordinary nn.Sequential holding member i's parameters (e.g. for its empirical NTK).
+
+    Its output is (n,) for one output unit, (n, K) for K > 1.
+    """
     mods: list[torch.nn.Module] = []
     for j, (w, b) in enumerate(layers):
         lin = torch.nn.Linear(w.shape[1], w.shape[2], bias=b is not None, dtype=w.dtype, device=w.device)
@@ -84,7 +109,8 @@ def member_module(layers: list[Layer], i: int) -> torch.nn.Module:
         mods.append(lin)
         if j < len(layers) - 1:
             mods.append(torch.nn.ReLU())
-    mods.append(torch.nn.Flatten(0))
+    if n_outputs(layers) == 1:
+        mods.append(torch.nn.Flatten(0))
     return torch.nn.Sequential(*mods)
 
 
@@ -99,19 +125,53 @@ class TrainResult:
     loss_history: list[list[float]] = field(default_factory=list)
 
 
+def check_targets(layers: list[Layer], x: torch.Tensor, y: torch.Tensor, loss: str, offset: torch.Tensor | None) -> None:
+    """Raise ValueError unless the loss fits the network's outputs and y (and offset) their shapes."""
+    if loss not in LOSSES:
+        raise ValueError(f"unknown loss {loss!r}; known: {', '.join(LOSSES)}")
+    k, n, K = layers[0][0].shape[0], x.shape[0], n_outputs(layers)
+    out_shape = (k, n) if K == 1 else (k, n, K)
+    if loss == "cross_entropy":
+        if K < 2:
+            raise ValueError(f"loss 'cross_entropy' needs ≥ 2 output units (one logit per class), the network has {K}")
+        if y.shape != (n,) or y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
+            raise ValueError(f"loss 'cross_entropy' needs integer class targets of shape ({n},), got {y.dtype} {tuple(y.shape)}")
+        if n and (int(y.min()) < 0 or int(y.max()) >= K):
+            raise ValueError(f"class targets must lie in 0..{K - 1}, got {int(y.min())}..{int(y.max())}")
+    elif loss == "logistic" and K != 1:
+        raise ValueError(f"loss 'logistic' takes one output unit and ±1 targets, the network has {K} outputs; use cross_entropy or mse")
+    else:
+        want = (n,) if K == 1 else (n, K)
+        if tuple(y.shape) != want:
+            raise ValueError(f"loss {loss!r} with {K} output unit(s) needs targets of shape {want}, got {tuple(y.shape)}")
+    if offset is not None and tuple(offset.shape) != out_shape:
+        raise ValueError(f"offset must have the outputs' shape {out_shape}, got {tuple(offset.shape)}")
+
+
 @torch.no_grad()
 def _forward_loss(
     layers: list[Layer], x: torch.Tensor, y: torch.Tensor, loss: str, offset: torch.Tensor | None
 ) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """Layer inputs, per-member loss (k,) and the loss gradient at the outputs (k, n)."""
+    """Layer inputs, per-member loss (k,) and the loss gradient at the outputs ((k, n) or (k, n, K))."""
     n = x.shape[0]
     acts, out = _forward(layers, x)
     if offset is not None:
         out = out - offset
     if loss == "mse":
         diff = out - y
-        per_member = (diff * diff).mean(dim=1)
+        sq = diff * diff
+        # summed over outputs, averaged over samples (the module docstring says why)
+        per_member = sq.mean(dim=1) if sq.dim() == 2 else sq.sum(dim=2).mean(dim=1)
         dout = diff.mul_(2.0 / n)
+    elif loss == "cross_entropy":
+        idx = y.long().view(1, n, 1).expand(out.shape[0], n, 1)
+        logp = torch.log_softmax(out, dim=2)
+        picked = logp.gather(2, idx)
+        per_member = -picked.squeeze(2).mean(dim=1)
+        # ∂/∂f of the mean cross-entropy: (softmax − one-hot) / n
+        dout = logp.exp_()
+        dout.scatter_(2, idx, picked.exp_().sub_(1.0))
+        dout.div_(n)
     else:
         margin = -y * out
         per_member = torch.nn.functional.softplus(margin).mean(dim=1)
@@ -128,7 +188,8 @@ def _backward(layers: list[Layer], acts: list[torch.Tensor], dout: torch.Tensor,
     """
     k = dout.shape[0]
     grads: list[torch.Tensor] = []
-    delta = dout.unsqueeze(-1)  # (k, n, 1): gradient at the current layer's output
+    # (k, n, K): gradient at the current layer's output (K = 1: dout is (k, n))
+    delta = dout.unsqueeze(-1) if dout.dim() == 2 else dout
     for i in range(len(layers) - 1, -1, -1):
         w, b = layers[i]
         inp = acts[i]
@@ -167,6 +228,7 @@ def loss_and_grads(
     Equivalent to autograd on the sum of member losses (tests check it), with fewer passes over
     the (k, n, width) activations, which is what bounds a step's time on a CPU.
     """
+    check_targets(layers, x, y, loss, offset)
     acts, per_member, dout = _forward_loss(layers, x, y, loss, offset)
     return per_member, _backward(layers, acts, dout, None)
 
@@ -176,7 +238,7 @@ def train_stacked(
     x: torch.Tensor,
     y: torch.Tensor,
     *,
-    loss: Literal["mse", "logistic"] = "mse",
+    loss: Loss = "mse",
     optimizer: Literal["gd", "adam"] = "gd",
     lr: float = 0.01,
     max_steps: int = 10_000,
@@ -185,8 +247,10 @@ def train_stacked(
 ) -> TrainResult:
     """Full-batch training of every member; each stops alone when its loss < loss_tol or diverges.
 
-    `offset` (k, n) is subtracted from the outputs, e.g. the initial function for a centred model.
+    `offset` (the outputs' shape: (k, n), or (k, n, K)) is subtracted from the outputs, e.g. the
+    initial function for a centred model. Targets: see the module docstring.
     """
+    check_targets(layers, x, y, loss, offset)
     k = layers[0][0].shape[0]
     params = [p for layer in layers for p in layer if p is not None]
     active = torch.ones(k, dtype=torch.bool, device=x.device)
@@ -213,7 +277,9 @@ def train_stacked(
         if optimizer == "gd":
             # A stopped member gets a zero output gradient, hence exactly zero updates, so one
             # fused in-place step serves every member.
-            _backward(layers, acts, dout if len(running) == k else torch.where(active.unsqueeze(1), dout, 0.0), lr)
+            if len(running) < k:
+                dout = torch.where(active.view(k, *([1] * (dout.dim() - 1))), dout, 0.0)
+            _backward(layers, acts, dout, lr)
             continue
         grads = _backward(layers, acts, dout, None)
         with torch.no_grad():
