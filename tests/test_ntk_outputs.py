@@ -130,25 +130,45 @@ def test_full_kernel_is_every_pair_of_outputs_sample_major(kind, structured):
     torch.testing.assert_close(sym, sym.T, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind", ["mlp", "convnet"])
-def test_chunked_multi_output_kernels_equal_the_unchunked(kind, monkeypatch):
+# max_memory with K-fold factors in chunks smaller than the batch, and one below a single sample's
+# K-fold factors (the trace is then summed output by output); per sample (trace): mlp 3360 bytes,
+# convnet 22960 (both engines together; the chunk takes a third or a quarter of max_memory).
+@pytest.mark.parametrize(("kind", "chunked", "split"), [("mlp", 30_000, 8_000), ("convnet", 100_000, 20_000)])
+def test_memory_bounded_multi_output_kernels_equal_the_unbounded(kind, chunked, split, monkeypatch):
     net = build(kind)
     x, z = inputs(kind, 7, 5), inputs(kind, 5, 6)
     ref = {o: (empirical_ntk(net, x, outputs=o), empirical_ntk(net, x, z, outputs=o)) for o in ("trace", "full")}
-    seen: list[int] = []
-    real = ntk_module._factors
+    calls: list[tuple[int, int]] = []  # (samples, outputs per factor) of every _factors call
+    real_factors, real_split = ntk_module._factors, ntk_module._sum_of_outputs
+    splits: list[int] = []
 
-    def spy(module, layers, xs, *rest):  # noqa: ANN001, ANN002, ANN202
-        seen.append(xs.shape[0])
-        return real(module, layers, xs, *rest)
+    def spy(module, layers, xs, n_out=1, *rest):  # noqa: ANN001, ANN002, ANN202
+        calls.append((xs.shape[0], n_out))
+        return real_factors(module, layers, xs, n_out, *rest)
+
+    def spy_split(*args):  # noqa: ANN002, ANN202
+        splits.append(1)
+        return real_split(*args)
 
     monkeypatch.setattr(ntk_module, "_factors", spy)
+    monkeypatch.setattr(ntk_module, "_sum_of_outputs", spy_split)
     monkeypatch.setattr(ntk_module, "_JAC_CACHE_ELEMENTS", 0)  # the generic part recomputes, uncached
     for o, (sym, cross) in ref.items():
-        torch.testing.assert_close(empirical_ntk(net, x, outputs=o, max_memory=20_000, chunk_size=2), sym, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(empirical_ntk(net, x, z, outputs=o, max_memory=20_000, chunk_size=2), cross, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(empirical_ntk(net, x, z, outputs=o, structured=False, chunk_size=2), cross, rtol=1e-11, atol=1e-12)
-    assert seen and max(seen) < 5  # the samples really were processed in chunks
+        torch.testing.assert_close(empirical_ntk(net, x, outputs=o, max_memory=chunked, chunk_size=2), sym, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(empirical_ntk(net, x, z, outputs=o, max_memory=chunked, chunk_size=2), cross, rtol=1e-12, atol=1e-12)
+        assert calls and max(c[0] for c in calls) < 5 and {c[1] for c in calls} == {K}  # K-fold factors, in chunks
+        calls.clear()
+    assert not splits
+    for xb, want in ((None, ref["trace"][0]), (z, ref["trace"][1])):
+        torch.testing.assert_close(empirical_ntk(net, x, xb, max_memory=split), want, rtol=1e-12, atol=1e-12)
+        assert calls and {c[1] for c in calls} == {1} and len(splits) == 1  # one output at a time
+        calls.clear(), splits.clear()
+        # the generic engine alone: K-fold Jacobians, or one output at a time below their size
+        torch.testing.assert_close(empirical_ntk(net, x, xb, structured=False, chunk_size=2), want, rtol=1e-11, atol=1e-12)
+        assert not splits
+        torch.testing.assert_close(empirical_ntk(net, x, xb, structured=False, max_memory=40_000), want, rtol=1e-11, atol=1e-12)
+        assert len(splits) == 1
+        splits.clear()
 
 
 def test_scalar_modules_ignore_outputs():

@@ -32,7 +32,8 @@ position Gram, since Σ_k (a·a')(g_k·g'_k) = (a·a')(G·G')), take one Gram an
 ``outputs="full"`` gives every pair of outputs, (n_a·K × n_b·K), sample-major (row i·K + k = sample
 i, output k): each (sample, output) is one row of the factors. The structured engine needs one
 backward pass per output (K passes over a retained graph); its factors, and the generic engine's
-Jacobians, are K times larger, which the memory budget accounts for.
+Jacobians, are K times larger, which the memory budget accounts for; for "trace", when even one
+sample's K-fold factors exceed ``max_memory``, the K per-output kernels are summed one at a time.
 """
 
 from __future__ import annotations
@@ -683,24 +684,51 @@ def empirical_ntk(
     with eval_mode(module):
         n_out = _output_width(module, xa if xa.shape[0] or xb is None else xb)
         layout = "scalar" if n_out == 1 else outputs
-        K = _ntk(module, xa, xb, params, chunk_size, structured, max_memory, n_out, layout)
+        K = _ntk(module, xa, xb, chunk_size, structured, max_memory, n_out, layout)
     if layout == "trace":
         K /= n_out  # both engines sum the K per-output Grams
     return K
+
+
+def _output_of(module: torch.nn.Module, k: int) -> torch.nn.Module:
+    """A module computing output column k of `module` (sharing its parameters)."""
+    import torch
+
+    class OutputOf(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = module
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)[:, k]
+
+    return OutputOf()
+
+
+def _generic_bytes(module: torch.nn.Module, names: list[str], n_out: int) -> int:
+    """One sample's Jacobian bytes in the generic engine (as its chunk size counts them)."""
+    params = dict(module.named_parameters())
+    return sum(params[n].numel() * (params[n].element_size() + 8) * 2 for n in names) * n_out
 
 
 def _ntk(
     module: torch.nn.Module,
     xa: torch.Tensor,
     xb: torch.Tensor | None,
-    params: dict[str, Any],
     chunk_size: int | None,
     structured: bool,
     max_memory: int,
     n_out: int,
     layout: str,
 ) -> torch.Tensor:
-    """The kernel from the structured engine where it applies and the generic one elsewhere."""
+    """The kernel from the structured engine where it applies and the generic one elsewhere.
+
+    "trace" with K outputs holds K-fold factors per sample; when even one sample's would not fit
+    `max_memory`, the K per-output kernels are computed one after the other instead (the same
+    sum, K forward passes instead of one, the memory of a scalar output).
+    """
+    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    per_output = layout == "trace" and n_out > 1
     if structured:
         try:
             layers, rest = _structured_layers(module)
@@ -709,10 +737,25 @@ def _ntk(
                 rest += [n for i in sorted(bad) for n in layers[i].names]
                 layers = [layer for i, layer in enumerate(layers) if i not in bad]
             if layers:
+                if per_output and (per_sample * 3 > max_memory or _generic_bytes(module, rest, n_out) > max_memory):
+                    return _sum_of_outputs(module, xa, xb, chunk_size, structured, max_memory, n_out)
                 K = _structured_ntk(module, layers, per_sample, xa, xb, max_memory, n_out, layout)
                 if rest:
                     K += _generic_ntk(module, xa, xb, rest, chunk_size, max_memory, n_out, layout)
                 return K
         except _Unsupported:
             pass  # fall through: everything by the generic path
-    return _generic_ntk(module, xa, xb, list(params), chunk_size, max_memory, n_out, layout)
+    if per_output and _generic_bytes(module, names, n_out) > max_memory:
+        return _sum_of_outputs(module, xa, xb, chunk_size, structured, max_memory, n_out)
+    return _generic_ntk(module, xa, xb, names, chunk_size, max_memory, n_out, layout)
+
+
+def _sum_of_outputs(
+    module: torch.nn.Module, xa: torch.Tensor, xb: torch.Tensor | None, chunk_size: int | None, structured: bool, max_memory: int, n_out: int
+) -> torch.Tensor:
+    """Σ_k J_k J_kᵀ, one output at a time."""
+    total = None
+    for k in range(n_out):
+        K = _ntk(_output_of(module, k), xa, xb, chunk_size, structured, max_memory, 1, "scalar")
+        total = K if total is None else total.add_(K)
+    return total
