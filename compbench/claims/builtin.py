@@ -208,16 +208,33 @@ class Ordered(Claim):
         tol = self.tolerance(params)
         name = expectation.id
         out = []
+        # One pass over the records per grouping (a suite's sweeps give thousands): each record is
+        # filed under its group or task once, and each distinct name is matched once per pattern.
+        task_hits: dict[tuple[str, str], bool] = {}
+
+        def task_is(task: str, pattern: str) -> bool:
+            if (task, pattern) not in task_hits:
+                task_hits[(task, pattern)] = fnmatch.fnmatchcase(task, pattern)
+            return task_hits[(task, pattern)]
+
         if params.over == "tasks":
-            subjects = sorted({r["group"] for r in records if any(selects(r, p) for p in expectation.models)})
-            for subject in subjects:
-                recs = [r for r in records if r["group"] == subject]
-                groups = [[r for r in recs if fnmatch.fnmatchcase(r["task"], p)] for p in expectation.tasks]
+            by_group: dict[str, list[Record]] = {}
+            chosen: set[str] = set()
+            for r in records:
+                by_group.setdefault(r["group"], []).append(r)
+                if r["group"] not in chosen and any(selects(r, p) for p in expectation.models):
+                    chosen.add(r["group"])
+            for subject in sorted(chosen):
+                recs = by_group[subject]
+                groups = [[r for r in recs if task_is(r["task"], p)] for p in expectation.tasks]
                 out.append(self._verdict(params, name, subject, " > ".join(expectation.tasks), groups, tol))
         else:
-            tasks = sorted({r["task"] for r in records if any(fnmatch.fnmatchcase(r["task"], p) for p in expectation.tasks)})
+            by_task: dict[str, list[Record]] = {}
+            for r in records:
+                by_task.setdefault(r["task"], []).append(r)
+            tasks = sorted(t for t in by_task if any(task_is(t, p) for p in expectation.tasks))
             for task in tasks:
-                recs = [r for r in records if r["task"] == task]
+                recs = by_task[task]
                 groups = [[r for r in recs if selects(r, p)] for p in expectation.models]
                 out.append(self._verdict(params, name, " > ".join(expectation.models), task, groups, tol))
         return out

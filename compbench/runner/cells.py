@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import json
 import sys
 import warnings
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from pathlib import Path
 from compbench import __version__
 from compbench.encodings import Encoded, encode
 from compbench.suite import LoadedSuite, ModelSpec, TaskEntry
-from compbench.store import cell_key
+from compbench.store import SCHEMA_VERSION, cell_key
 from compbench.tasks import TaskData, make_task
 
 
@@ -56,7 +57,9 @@ def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
 
 
 # The code that determines a cell's numbers; a change to any of it invalidates cached cells.
-_RESULT_CODE = ("adapters", "encodings", "scoring", "tasks", "theory", "training", "runner/execute.py")
+# Not scoring/expectations.py: judging the suite's expectations reads records, it makes none.
+_RESULT_CODE = ("adapters", "encodings", "scoring/__init__.py", "scoring/metrics.py", "scoring/metric_facts.py", "tasks",
+                "theory", "training", "runner/execute.py")
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,26 +124,62 @@ def _warn_no_source(adapter: str, where: str) -> None:
     )
 
 
+def _definition(task: TaskEntry, model: ModelSpec, seed: int, device: str, params: dict | None = None) -> dict:
+    """Everything that determines a cell's result (hashed into its key)."""
+    return {
+        "version": __version__,
+        "code": code_version(model.adapter, task.family, task.encoding_name),
+        "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
+        "adapter": model.adapter,
+        "params": model.params.model_dump(mode="json") if params is None else params,
+        "seed": seed,
+        "device": device,
+    }
+
+
 def key_for(task: TaskEntry, model: ModelSpec, seed: int, device: str) -> str:
     """The cache key of one cell: everything that determines its result."""
-    return cell_key(
-        {
-            "version": __version__,
-            "code": code_version(model.adapter, task.family, task.encoding_name),
-            "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
-            "adapter": model.adapter,
-            "params": model.params.model_dump(mode="json"),
-            "seed": seed,
-            "device": device,
-        }
-    )
+    return cell_key(_definition(task, model, seed, device))
+
+
+class _KeyMaker:
+    """The keys of many cells at once, equal to key_for's, with each part's JSON built once.
+
+    cell_key hashes `json.dumps({"schema": …, **definition}, sort_keys=True, default=str)`: a JSON
+    object's text is its sorted members' `"name": value` texts joined by ", ", so a cell's text is
+    assembled from the texts of its model's params and of its task, made once each (a 50 × 50
+    sweep has thousands of cells sharing them) instead of dumping every cell's whole definition.
+    """
+
+    MEMBERS = ("adapter", "code", "device", "params", "schema", "seed", "task", "version")
+
+    def __init__(self, device: str) -> None:
+        self.device, self.version = json.dumps(device), json.dumps(__version__)
+        self.models: dict[int, tuple[str, str]] = {}
+        self.tasks: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def keys(self, task: TaskEntry, model: ModelSpec, seeds: tuple[int, ...]) -> tuple[str, ...]:
+        """The cache keys of `model` on `task` for each seed."""
+        dump = functools.partial(json.dumps, sort_keys=True, default=str)
+        if id(model) not in self.models:
+            self.models[id(model)] = (dump(model.adapter), dump(model.params.model_dump(mode="json")))
+        adapter, params = self.models[id(model)]
+        if (model.adapter, task.id) not in self.tasks:
+            definition = _definition(task, model, 0, "", params={})
+            assert sorted({"schema", *definition}) == list(self.MEMBERS), "a key field was added: update _KeyMaker"
+            self.tasks[(model.adapter, task.id)] = (dump(definition["code"]), dump(definition["task"]))
+        code, task_text = self.tasks[(model.adapter, task.id)]
+        head = (f'{{"adapter": {adapter}, "code": {code}, "device": {self.device}, "params": {params}, '
+                f'"schema": {SCHEMA_VERSION}, "seed": ')
+        tail = f', "task": {task_text}, "version": {self.version}}}'
+        return tuple(hashlib.sha256(f"{head}{json.dumps(seed)}{tail}".encode()).hexdigest()[:20] for seed in seeds)
 
 
 def expand_jobs(loaded: LoadedSuite, tasks: dict[str, PreparedTask], device: str) -> list[Job]:
     """All (task, model) jobs of the suite, in suite order."""
     jobs = []
+    maker = _KeyMaker(device)
     for model in loaded.models:
         for entry in loaded.tasks_for(model):
-            keys = tuple(key_for(entry, model, s, device) for s in model.seeds)
-            jobs.append(Job(tasks[entry.id], model, model.seeds, keys))
+            jobs.append(Job(tasks[entry.id], model, model.seeds, maker.keys(entry, model, model.seeds)))
     return jobs

@@ -129,6 +129,7 @@ class SuiteRunner:
                 return None, False
             time.sleep(0.05)
         try:
+            _torch_for_training()
             records = run_job(job, self.device)
             self.store_records(records)
         finally:
@@ -143,6 +144,16 @@ class SuiteRunner:
             pass  # the store is gone or unwritable: the error that stopped the run says so
         finally:
             self.store.close()
+
+
+def _torch_for_training() -> None:
+    """Import torch before the first job trains in this process.
+
+    The device is decided without torch where it can be (runner.device), so a cached run never
+    imports it; a job that trains does, first, so that every record of a run states the same
+    torch version and thread count (`determinism`), whichever adapter ran first.
+    """
+    import torch  # noqa: F401
 
 
 def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> list[dict[str, Any]]:

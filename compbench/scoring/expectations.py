@@ -28,9 +28,20 @@ def evaluate_expectations(
     """
     tags = tags or {}
     records = [r for r in records if r["status"] != "skipped"]
+    # Thousands of records share a few thousand models and a dozen tasks: each (model, pattern)
+    # and (task, pattern) is matched once, not once per record.
+    model_hits: dict[tuple[str, str, str], bool] = {}
+    task_hits: dict[tuple[str, str], bool] = {}
 
     def selects(r: dict[str, Any], pattern: str) -> bool:
-        return matches_model(r["model"], r["group"], tags.get(r["model"], set()), [pattern])
+        key = (r["model"], r["group"], pattern)
+        hit = model_hits.get(key)
+        if hit is None:
+            hit = model_hits[key] = matches_model(r["model"], r["group"], tags.get(r["model"], set()), [pattern])
+        return hit
+
+    def task_selected(task: str, patterns: list[str]) -> bool:
+        return any(_task_hit(task_hits, task, p) for p in patterns)
 
     verdicts: list[Verdict] = []
     for i, exp in enumerate(expectations):
@@ -41,8 +52,13 @@ def evaluate_expectations(
             verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
             continue
         groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        chosen: dict[tuple[str, str], bool] = {}  # (model, group) → selected by this expectation
         for r in records:
-            if any(selects(r, p) for p in exp.models) and any(fnmatch.fnmatchcase(r["task"], p) for p in exp.tasks):
+            member = (r["model"], r["group"])
+            ok = chosen.get(member)
+            if ok is None:
+                ok = chosen[member] = any(selects(r, p) for p in exp.models)
+            if ok and task_selected(r["task"], exp.tasks):
                 groups[(r["group"], r["task"])].append(r)
         tag_only = all(p.startswith("@") for p in exp.models)
         if not groups and not partial and not tag_only:  # a tag claim on no model yet is for models users add
@@ -50,3 +66,11 @@ def evaluate_expectations(
         for (subject, task), recs in sorted(groups.items()):
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return verdicts
+
+
+def _task_hit(cache: dict[tuple[str, str], bool], task: str, pattern: str) -> bool:
+    key = (task, pattern)
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = fnmatch.fnmatchcase(task, pattern)
+    return hit

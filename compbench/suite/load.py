@@ -25,6 +25,7 @@ class LoadedSuite:
     path: Path | None
     models: list[ModelSpec] = field(default_factory=list)
     task_kinds: dict[str, str] = field(default_factory=dict)
+    _tasks_for: dict[tuple, list[TaskEntry]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -33,7 +34,13 @@ class LoadedSuite:
 
     def tasks_for(self, model: ModelSpec) -> list[TaskEntry]:
         """The suite's tasks this model runs on."""
-        return [t for t in self.suite.tasks if matches(t.id, model.task_patterns)]
+        # Asked for every model (thousands in a sweep) by validation, the runner and the report;
+        # the members of a sweep share their patterns. Keyed by the task objects themselves.
+        key = (model.task_patterns, tuple(map(id, self.suite.tasks)))
+        hit = self._tasks_for.get(key)
+        if hit is None:
+            hit = self._tasks_for[key] = [t for t in self.suite.tasks if matches(t.id, model.task_patterns)]
+        return list(hit)
 
     @property
     def tags(self) -> dict[str, set[str]]:
