@@ -283,3 +283,16 @@ def test_docs_outputs_example_runs_and_its_numbers_hold(tmp_path):
     loaded = parse_suite(block, "leak-demo.yaml")
     verdicts = evaluate_expectations(loaded.suite.expectations, summary.records, loaded.tags)
     assert len(verdicts) == 4 and all(v.passed for v in verdicts), [v for v in verdicts if not v.passed]
+
+
+def test_function_valued_r2_is_against_each_cells_own_variance():
+    from compbench.scoring.metrics import shaped_metrics
+
+    target = np.array([0.0, 1.0, 2.0, 10.0, 11.0, 12.0])
+    preds = np.array([0.0, 1.0, 3.0, 10.0, 11.0, 12.0])
+    rows = np.array([0, 0, 0, 1, 1, 1])
+    args = ("regression", np.array([0, 1]), np.array([2]), target, preds, None, rows)
+    per_task, _ = shaped_metrics(*args, per_task_r2=True)
+    pooled, _ = shaped_metrics(*args)
+    assert per_task["heldout_r2"] == pytest.approx((0.5 + 1.0) / 2)  # cell 0: 1 − 1/2; cell 1: exact
+    assert pooled["heldout_r2"] == pytest.approx(1 - 1 / 154)  # the between-cell spread inflates a pooled R²

@@ -253,7 +253,8 @@ def _score_shaped(job: Job, fit: Fitted, sample_theory: np.ndarray | None, optio
         else:
             row_cells, target, score_preds, score_theory = np.arange(n), np.asarray(data.y), cell_preds, cell_th
     where[0] = "scoring"
-    metrics, per_output = shaped_metrics(data.kind, test_cells, train_cells, target, score_preds, score_theory, row_cells)
+    metrics, per_output = shaped_metrics(data.kind, test_cells, train_cells, target, score_preds, score_theory, row_cells,
+                                         per_task_r2=s is not None)
     where[0] = "additivity"
     if job.task.additivity is not None:
         metrics["additivity"] = float(pooled_score(job.task.additivity, rows))

@@ -127,6 +127,7 @@ def shaped_metrics(
     preds: np.ndarray,
     theory: np.ndarray | None,
     row_cells: np.ndarray,
+    per_task_r2: bool = False,
 ) -> tuple[dict[str, float], dict[str, list[float]]]:
     """Metrics of a multi-class, K-output or function-valued task: (scalar metrics, per-output lists).
 
@@ -134,7 +135,15 @@ def shaped_metrics(
     (cell, x) samples for function-valued cells; `row_cells[r]` is row r's cell. `target` holds
     classes (multiclass) or values (rows, K); `preds`/`theory` (rows, K). Held-out metrics use the
     rows of `test_cells`; accuracies average per cell first, so every cell counts once.
+    `per_task_r2` (function-valued cells): R² is taken against each cell's own variance over x and
+    averaged over cells, as the modular-teacher literature scores a task (`r2_per_task`).
     """
+    def r2_of(t: np.ndarray, p: np.ndarray, rows: np.ndarray) -> float:
+        if not per_task_r2:
+            return pooled_r2(t[rows], p[rows])
+        cells = np.unique(row_cells[rows])
+        return float(np.mean([pooled_r2(t[row_cells == c], p[row_cells == c]) for c in cells]))
+
     te = np.isin(row_cells, test_cells)
     tr = np.isin(row_cells, train_cells)
     m: dict[str, float] = {}
@@ -146,7 +155,7 @@ def shaped_metrics(
         m["train_acc"] = _cell_mean(hits, row_cells, train_cells)
     else:
         t2 = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
-        m["heldout_r2"] = pooled_r2(t2[te], p2[te])
+        m["heldout_r2"] = r2_of(t2, p2, te)
         m["heldout_mse"] = float(np.mean((p2[te] - t2[te]) ** 2))
         m["train_mse"] = float(np.mean((p2[tr] - t2[tr]) ** 2)) if tr.any() else float("nan")
         if p2.shape[1] > 1:
@@ -158,7 +167,7 @@ def shaped_metrics(
         if kind == "multiclass":
             m["theory_acc"] = _cell_mean(top1_accuracy(th, target), row_cells, test_cells)
         else:
-            m["theory_heldout_r2"] = pooled_r2(t2[te], th[te])
+            m["theory_heldout_r2"] = r2_of(t2, th, te)
             if th.shape[1] > 1:
                 per_output["theory_heldout_r2"] = [r2(t2[te, k], th[te, k]) for k in range(th.shape[1])]
     return m, per_output
