@@ -86,27 +86,36 @@ def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[dict[str
 
 
 def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str) -> None:
-    """A pool worker: run the jobs sent over `conn` one at a time, send back their records."""
+    """A pool worker: run the jobs sent over `conn` in order, sending back each job's records as it ends.
+
+    The parent sends jobs in batches ((index, args) lists) ahead of need, so a worker never waits
+    for the parent between two jobs; each result goes back at once, so the parent knows which job
+    is running (the first it has not received) and a crash loses only that one.
+    """
     # The parent owns Ctrl-C and SIGTERM (a signal to the process group reaches workers too): it
     # stops the workers itself, so a worker never dies mid-send or is recorded as a crashed job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _worker_init(tasks)
-    conn.send(("ready", None))
+    conn.send(("ready", None, None))
+    pending: deque[tuple[int, tuple[Any, ...]]] = deque()
     while True:
         try:
-            msg = conn.recv()
+            while not pending or conn.poll(0):  # block only with nothing to run
+                msg = conn.recv()
+                if msg is None:
+                    return
+                pending.extend(msg)
         except (EOFError, OSError):  # the parent is gone
             return
-        if msg is None:
-            return
-        records = _run_in_worker(*msg, device)
+        i, args = pending.popleft()
+        records = _run_in_worker(*args, device)
         try:
-            conn.send(("done", records))
+            conn.send(("done", i, records))
         except (BrokenPipeError, OSError):
             return
         except Exception as exc:  # noqa: BLE001 — e.g. an unpicklable record: still a record, not a hang
-            conn.send(("unsendable", f"{type(exc).__name__}: {exc}"))
+            conn.send(("unsendable", i, f"{type(exc).__name__}: {exc}"))
 
 
 def _death(exitcode: int | None) -> str:
@@ -121,8 +130,15 @@ def _death(exitcode: int | None) -> str:
     return f"worker process died: exit code {exitcode}"
 
 
+# How much work a worker is given ahead: enough queued jobs to cover about this many seconds, so
+# that tiny jobs (a kernel cell: about a millisecond) are not each a round trip through the parent,
+# and long ones (a network: seconds) are handed out one at a time, keeping the workers balanced.
+AHEAD_SECONDS = 0.05
+MAX_AHEAD = 32  # also bounds the bytes of queued job arguments in a pipe (about 1 KB each)
+
+
 class _Worker:
-    """One worker process, its pipe, and the job it is running (if any)."""
+    """One worker process, its pipe, and the jobs it has been sent (the first is running)."""
 
     def __init__(self, ctx: Any, tasks: dict[str, PreparedTask], device: str) -> None:
         self.conn, child = ctx.Pipe()
@@ -130,12 +146,14 @@ class _Worker:
         self.proc.start()
         child.close()
         self.ready = False
-        self.job: int | None = None
-        self.started = 0.0
+        self.jobs: deque[int] = deque()
+        self.started = 0.0  # when the first of self.jobs started (as far as the parent can tell)
 
-    def give(self, i: int, job: Job) -> None:
-        self.job, self.started = i, time.monotonic()
-        self.conn.send(_args(job))
+    def give(self, batch: list[tuple[int, Job]]) -> None:
+        if not self.jobs:
+            self.started = time.monotonic()
+        self.jobs.extend(i for i, _ in batch)
+        self.conn.send([(i, _args(job)) for i, job in batch])
 
     def stop(self, kill: bool = False) -> None:
         if self.proc.is_alive():
@@ -156,62 +174,99 @@ class _Worker:
 def run_process_pool(
     jobs: list[Job], device: str, workers: int, cell_timeout: float | None = None
 ) -> Iterator[tuple[int, list[dict[str, Any]]]]:
-    """Run jobs on `workers` local processes, one job per worker at a time.
+    """Run jobs on `workers` local processes, each sent a few jobs ahead and reporting each job as it ends.
 
-    Each worker runs one job at a time, so a worker that dies names its job exactly: that job is
-    recorded as an error and a fresh worker replaces it. A job past `cell_timeout` seconds (timed
-    from when its worker received it, so worker start-up does not count) has its worker killed.
+    A worker runs its jobs in order and sends each one's records back at once, so the job it is
+    running is always known: if the worker dies, that job is recorded as an error, the jobs queued
+    behind it go to a fresh worker, and nothing else is lost. A job past `cell_timeout` seconds
+    (timed from when the worker started it, as the parent sees it: when it was handed to an idle
+    worker or when the job before it reported) has its worker killed the same way.
     """
     ctx = multiprocessing.get_context()
     tasks = _tasks_of(jobs)
+    _prepare(tasks)
     queue = deque(range(len(jobs)))
     pool = [_Worker(ctx, tasks, device) for _ in range(min(max(1, workers), len(jobs)))]
+    per_job = None  # seconds per job, a running average over recent jobs (None: none finished yet)
+
+    def replace(k: int, first: list[dict[str, Any]] | None) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+        # The worker at pool[k] is gone: its running job gets `first` (an error), the rest are requeued.
+        w = pool[k]
+        running, rest = (w.jobs[0], list(w.jobs)[1:]) if w.jobs else (None, [])
+        w.jobs.clear()
+        queue.extendleft(reversed(rest))
+        pool[k] = _Worker(ctx, tasks, device)
+        if running is not None and first is not None:
+            yield running, first
+
     try:
-        while queue or any(w.job is not None for w in pool):
+        while queue or any(w.jobs for w in pool):
+            ahead = 0 if per_job is None or per_job >= AHEAD_SECONDS else min(MAX_AHEAD, int(AHEAD_SECONDS / max(per_job, 1e-6)))
             for w in pool:
-                if w.ready and w.job is None and queue:
-                    i = queue.popleft()
-                    w.give(i, jobs[i])
+                if w.ready and queue and len(w.jobs) <= ahead // 2:
+                    n = min(len(queue), ahead + 1 - len(w.jobs))  # the running job plus `ahead` queued behind it
+                    w.give([(i, jobs[i]) for i in (queue.popleft() for _ in range(n))])
             now = time.monotonic()
-            deadlines = [w.started + cell_timeout - now for w in pool if w.job is not None and cell_timeout]
-            ready = wait([w.conn for w in pool] + [w.proc.sentinel for w in pool],
-                         timeout=max(0.0, min(deadlines)) if deadlines else None)
+            deadlines = [w.started + cell_timeout - now for w in pool if w.jobs and cell_timeout]
+            wait([w.conn for w in pool] + [w.proc.sentinel for w in pool],
+                 timeout=max(0.0, min(deadlines)) if deadlines else None)
             for k, w in enumerate(pool):
-                result: list[dict[str, Any]] | None = None
-                if w.conn in ready:
+                gone = False
+                while True:  # every message this worker has sent so far
                     try:
-                        kind, payload = w.conn.recv()
+                        if not w.conn.poll(0):
+                            break
+                        kind, i, payload = w.conn.recv()
                     except (EOFError, OSError):  # it closed its pipe: it is exiting
-                        kind, payload = "dead", None
+                        gone = True
                         w.proc.join(timeout=5)
+                        break
                     if kind == "ready":
                         w.ready = True
                         continue
+                    if not w.jobs or w.jobs[0] != i:
+                        raise RuntimeError(f"compbench worker reported job {i} while running {list(w.jobs)[:1]}")
+                    w.jobs.popleft()
+                    now = time.monotonic()
+                    per_job = now - w.started if per_job is None else 0.8 * per_job + 0.2 * (now - w.started)
+                    w.started = now  # the next job starts as this one reports
                     if kind == "done":
-                        result = payload
-                    elif kind == "unsendable" and w.job is not None:
-                        result = failed_records(jobs[w.job], device, f"the worker could not send the records back: {payload}")
-                if result is None and w.job is not None and cell_timeout and time.monotonic() - w.started > cell_timeout:
+                        yield i, payload
+                    else:  # "unsendable"
+                        yield i, failed_records(jobs[i], device, f"the worker could not send the records back: {payload}")
+                if w.jobs and cell_timeout and time.monotonic() - w.started > cell_timeout:
+                    started = w.started
                     w.stop(kill=True)
-                    result = failed_records(jobs[w.job], device, timeout_message(cell_timeout),
-                                            error_stage="timeout", wall_time=time.monotonic() - w.started)
-                    pool[k] = _Worker(ctx, tasks, device)
-                elif result is None and not w.proc.is_alive():
+                    yield from replace(k, failed_records(jobs[w.jobs[0]], device, timeout_message(cell_timeout),
+                                                         error_stage="timeout", wall_time=time.monotonic() - started))
+                elif gone or not w.proc.is_alive():
                     w.proc.join()
-                    dead, code = w.job, w.proc.exitcode
+                    code, was_ready = w.proc.exitcode, w.ready
                     w.stop()
-                    if dead is None and not w.ready:
+                    if not w.jobs and not was_ready:
                         raise RuntimeError(f"a compbench worker process failed to start ({_death(code)})")
-                    pool[k] = _Worker(ctx, tasks, device)
-                    if dead is not None:
-                        yield dead, failed_records(jobs[dead], device, _death(code), error_stage="worker")
-                    continue
-                if result is not None:
-                    i, w.job = w.job, None
-                    yield i, result
+                    first = failed_records(jobs[w.jobs[0]], device, _death(code), error_stage="worker") if w.jobs else None
+                    yield from replace(k, first)
     finally:
         for w in pool:
             w.stop(kill=True)
+
+
+def _prepare(tasks: dict[str, PreparedTask]) -> None:
+    """Build each task's encoding and additivity fit here, once, before the workers fork from this process.
+
+    Otherwise every worker builds every task it meets (the same work, once per worker). A task
+    whose encoding or fit fails is left alone: the job that needs it fails in its worker and is
+    recorded as that cell's error, as in this process.
+    """
+    if multiprocessing.get_start_method(allow_none=True) not in (None, "fork"):
+        return  # spawned workers get the tasks pickled: nothing is gained by building them here
+    for task in tasks.values():
+        try:
+            task.encoded  # noqa: B018 — a cached property: built here, inherited by the workers
+            task.additivity  # noqa: B018
+        except Exception:  # noqa: BLE001 — recorded by the job that needs it (see above)
+            pass
 
 
 def run_ray(

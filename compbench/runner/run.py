@@ -194,6 +194,8 @@ def _execute(
             yield i, recs, cached
         return
     if executor == "process":
+        if jobs:
+            _torch_for_training()  # once here, inherited by the forked workers (not imported by each)
         source = run_process_pool(jobs, runner.device, workers, cell_timeout)
     else:
         source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout)
