@@ -78,6 +78,16 @@ def test_cross_entropy_matches_torch_also_per_member_under_vmap():
     torch.testing.assert_close(loss_fn("mse", out[0], t), F.mse_loss(out[0], t), rtol=1e-14, atol=0)
 
 
+def test_categorical_hinge_is_keras_categorical_hinge():
+    """tf.keras.losses.categorical_hinge: max(0, max_j (1 − t_j)·f_j − f_y + 1), the true class entering as 0."""
+    out = torch.tensor([[2.0, 1.0, -1.0], [-1.0, -2.0, -3.0], [0.5, 0.2, 0.9]], dtype=torch.float64)
+    y = torch.tensor([0, 0, 1])
+    # 0: max(0, 1 − 2 + 1) = 0; 1: the floor max(0, −2, −3) = 0 gives 0 + 1 + 1 = 2; 2: 0.9 − 0.2 + 1 = 1.7
+    assert float(loss_fn("categorical_hinge", out, y)) == pytest.approx((0 + 2 + 1.7) / 3, rel=1e-15)
+    per = torch.vmap(lambda o, t: loss_fn("categorical_hinge", o, t))(out.unsqueeze(1), y.unsqueeze(1))
+    np.testing.assert_allclose(per.numpy(), [0.0, 2.0, 1.7], rtol=1e-15)
+
+
 def test_trainers_refuse_targets_that_do_not_fit_the_loss():
     net = output_module(convnet(**REFERENCE_SMALL).build(SHAPE, n_out=K), outputs=K)
     x = torch.rand(6, *SHAPE)
@@ -89,6 +99,8 @@ def test_trainers_refuse_targets_that_do_not_fit_the_loss():
         train_minibatch(net, x, torch.ones(6, K), loss="logistic", epochs=1)
     with pytest.raises(ValueError, match=r"outputs \(6, 3\) do not match the targets \(6,\)"):
         train_minibatch(net, x, torch.ones(6), loss="mse", epochs=1, batch_size=6)
+    with pytest.raises(ValueError, match="categorical_hinge needs integer class targets of shape"):
+        train_minibatch(net, x, torch.zeros(6, K), loss="categorical_hinge", epochs=1)
     with pytest.raises(ValueError, match="unknown loss 'hinge'"):
         train_minibatch(net, x, torch.ones(6), loss="hinge", epochs=1)
 
@@ -99,7 +111,7 @@ def test_trainers_refuse_targets_that_do_not_fit_the_loss():
 def _data(loss: str, n: int = 24) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(123)
     x = torch.rand(n, *SHAPE, generator=g, dtype=torch.float64)
-    y = torch.randint(0, K, (n,), generator=g) if loss == "cross_entropy" else torch.randn(n, K, generator=g, dtype=torch.float64)
+    y = torch.randint(0, K, (n,), generator=g) if loss != "mse" else torch.randn(n, K, generator=g, dtype=torch.float64)
     return x, y
 
 
@@ -112,7 +124,7 @@ def _rel(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
 
 
 @pytest.mark.parametrize("arch", ["reference", "paper"])
-@pytest.mark.parametrize("loss", ["mse", "cross_entropy"])
+@pytest.mark.parametrize("loss", ["mse", "cross_entropy", "categorical_hinge"])
 @pytest.mark.parametrize("budget", [dict(epochs=3), dict(steps=7)], ids=["epochs", "steps"])
 def test_grouped_members_with_k_outputs_equal_solo_runs(arch, loss, budget):
     """Each member of the grouped model is its seed trained alone, for K outputs, vector MSE and
@@ -153,9 +165,10 @@ def test_a_step_budget_of_whole_epochs_is_the_epoch_budget():
 
 
 @pytest.mark.parametrize("vectorize", [True, False])
-def test_cross_entropy_trains_a_separable_problem(vectorize):
+@pytest.mark.parametrize("loss", ["cross_entropy", "categorical_hinge"])
+def test_class_losses_train_a_separable_problem(loss, vectorize):
     train, evaluate = classes_batch(8, seed=0), classes_batch(4, seed=1)
-    model = convnet(**PAPER_SMALL, lr=1e-2, batch_size=8, steps=40, loss="cross_entropy", vectorize=vectorize, theory="none")
+    model = convnet(**PAPER_SMALL, lr=1e-2, batch_size=8, steps=40, loss=loss, vectorize=vectorize, theory="none")
     fits = model.fit_seeds(train, evaluate, [0, 1])
     for fit in fits:
         assert fit.error is None and fit.kernels is None
@@ -164,21 +177,24 @@ def test_cross_entropy_trains_a_separable_problem(vectorize):
         after = np.mean(fit.predictions.argmax(1) == evaluate.y)
         assert before < 0.75 and after == 1.0
         assert fit.info["steps"] == 40 and fit.info["epochs"] == 14  # 3 batches per epoch
-        assert fit.info["train_loss"] < 0.1 < np.log(K)
+        assert fit.info["train_loss"] < 0.1  # at f = 0 both losses are ≥ 1 (log 3, and 1)
     assert model.theory_options() == {"objective": "min_norm"}  # the MSE-on-one-hot network's theory
 
 
-@pytest.mark.parametrize("loss", ["mse", "cross_entropy"])
+@pytest.mark.parametrize("loss", ["mse", "cross_entropy", "categorical_hinge"])
 def test_the_loss_compares_outputs_with_one_hot_rows_or_classes(loss):
     """At a learning rate of ~0 the first epoch's loss is the loss of f_0 (no BatchNorm: train = eval
     mode): MSE against the one-hot rows, or cross-entropy against the classes."""
     train = classes_batch(4, seed=0)
     fit = convnet(**PAPER_SMALL, optimizer="sgd", lr=1e-30, epochs=1, batch_size=12, loss=loss, theory="none").fit_seeds(train, train, [5])[0]
     f0 = fit.initial_train
+    onehot = np.eye(K)[train.y]
     if loss == "mse":
-        want = np.mean((f0 - np.eye(K)[train.y]) ** 2)
-    else:
+        want = np.mean((f0 - onehot) ** 2)
+    elif loss == "cross_entropy":
         want = float(F.cross_entropy(torch.as_tensor(f0), torch.as_tensor(train.y)))
+    else:
+        want = np.mean(np.maximum(0, ((1 - onehot) * f0).max(1) - (onehot * f0).sum(1) + 1))
     assert fit.info["train_loss"] == pytest.approx(want, rel=1e-5)
 
 
@@ -247,6 +263,7 @@ def test_losses_and_solvers_that_do_not_fit_the_task_are_clear_errors():
     for params, message in (
         ({"ntk_solver": "cg", "ntk_outputs": "full"}, "ntk_outputs: full needs the dense solver"),
         ({"ntk_solver": "cg", "loss": "cross_entropy"}, "ntk_solver: cg handles one output"),
+        ({"ntk_solver": "cg", "loss": "categorical_hinge"}, "ntk_solver: cg handles one output; categorical_hinge"),
         ({"pool": [2]}, r"pool positions \[2\] are not convolutions 0..1"),
         ({"pool": [0, 0]}, "pool lists a convolution twice"),
         ({"steps": 0}, "greater than or equal to 1"),

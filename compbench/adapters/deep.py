@@ -15,10 +15,10 @@ initial network on every device; AMP is used on CUDA only.
 Outputs. The network's last layer has `train.n_outputs` units: one for a scalar task (outputs and
 f_0 of shape (n,), exactly as before), K for a K-output or K-class task ((n, K); for classes the K
 logits). `loss: mse` on a multi-class task regresses the one-hot rows (`Batch.target_matrix()`);
-`loss: cross_entropy` (multi-class only) trains softmax cross-entropy on the logits, and its theory
-is still the min-norm regression on one-hot targets: the theory predicts the MSE-on-one-hot network
-(there is no kernel-regression counterpart of cross-entropy training in the lazy limit at finite
-time). With K outputs the theory kernel is the output-averaged ("trace") empirical NTK, (n, n),
+`loss: cross_entropy` (multi-class only) trains softmax cross-entropy on the logits, and
+`categorical_hinge` Keras' multi-class hinge (the loss of the BCDLSG paper's code); their theory is
+still the min-norm regression on one-hot targets: the theory predicts the MSE-on-one-hot network
+(there is no kernel-regression counterpart of these losses in the lazy limit at finite time). With K outputs the theory kernel is the output-averaged ("trace") empirical NTK, (n, n),
 or with `ntk_outputs: full` the whole (n·K, n·K) eNTK, sample-major (dense solver only). The
 matrix-free CG path handles one output: with K > 1 `ntk_solver: cg` is refused and `auto` takes
 the dense Grams, or refuses with a clear error when they exceed `ntk_max_memory`.
@@ -38,6 +38,10 @@ from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 
+# Losses of K scores against integer classes (compbench.training.minibatch.CLASS_LOSSES; not
+# imported from there, which would import torch with the adapter registry).
+CLASS_LOSSES = ("cross_entropy", "categorical_hinge")
+
 if TYPE_CHECKING:
     import torch
 
@@ -55,10 +59,11 @@ class NetworkParams(AdapterParams):
         description="optimizer steps in all; replaces epochs (epochs of shuffled batches until this many steps)",
     )
     batch_size: int = Field(default=128, ge=1)
-    loss: Literal["mse", "logistic", "cross_entropy"] = Field(
+    loss: Literal["mse", "logistic", "cross_entropy", "categorical_hinge"] = Field(
         default="mse",
         description="mse (one-hot targets on a multi-class task), logistic (±1 labels, one output), "
-        "or cross_entropy (softmax on K logits; multi-class tasks only)",
+        "cross_entropy (softmax on K logits) or categorical_hinge (Keras' max(0, 1 + max(0, max_{j≠y} f_j) − f_y)); "
+        "the last two on multi-class tasks only",
     )
     loss_tol: float = Field(default=0.0, ge=0, description="stop when an epoch's mean train loss is below (0: never)")
     amp: bool = Field(default=True, description="mixed precision on CUDA (ignored on the CPU)")
@@ -97,8 +102,8 @@ class NetworkParams(AdapterParams):
             raise ValueError("lr_ntk needs theory: empirical (the learning rate comes from the empirical NTK at init)")
         if self.ntk_solver == "cg" and self.loss == "logistic":
             raise ValueError("ntk_solver: cg solves the least-squares (mse) theory; the logistic loss's SVM theory needs the Grams")
-        if self.ntk_solver == "cg" and self.loss == "cross_entropy":
-            raise ValueError("ntk_solver: cg handles one output; cross_entropy trains K > 1 outputs: use ntk_solver: dense or auto")
+        if self.ntk_solver == "cg" and self.loss in CLASS_LOSSES:
+            raise ValueError(f"ntk_solver: cg handles one output; {self.loss} trains K > 1 outputs: use ntk_solver: dense or auto")
         if self.ntk_solver == "cg" and self.ntk_outputs == "full":
             raise ValueError("ntk_outputs: full needs the dense solver (ntk_solver: dense or auto)")
         return self
@@ -266,12 +271,12 @@ class NetworkAdapter(Adapter):
 
     def _targets(self, train: Batch) -> np.ndarray:
         """What the loss compares the outputs with: (n,) or (n, K) floats (one-hot rows for classes
-        under mse), or the integer classes (n,) for cross_entropy."""
+        under mse), or the integer classes (n,) for cross_entropy and categorical_hinge."""
         loss = self.params.loss
-        if loss == "cross_entropy":
+        if loss in CLASS_LOSSES:
             if not train.n_classes:
                 shape = "K-output regression" if train.vector_output else "scalar"
-                raise ValueError(f"loss: cross_entropy needs a multi-class task; this task has {shape} targets: use loss: mse")
+                raise ValueError(f"loss: {loss} needs a multi-class task; this task has {shape} targets: use loss: mse")
             return np.asarray(train.y, dtype=np.int64)
         if loss == "logistic" and train.vector_output:
             raise ValueError(
@@ -428,8 +433,9 @@ class NetworkAdapter(Adapter):
         return fitted
 
     def theory_options(self) -> dict[str, Any]:
-        """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross_entropy → min-norm
-        regression of the one-hot targets (the theory predicts the MSE-on-one-hot network)."""
+        """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross_entropy and
+        categorical_hinge → min-norm regression of the one-hot targets (the theory predicts the
+        MSE-on-one-hot network)."""
         return {"objective": "svm" if self.params.loss == "logistic" else "min_norm"}
 
     def theory_kernel_name(self) -> str:

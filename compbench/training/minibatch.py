@@ -1,10 +1,12 @@
 """Minibatch training of one torch network (the deep image adapters' loop).
 
 The network outputs one value per sample ((n,), targets (n,)) or K values ((n, K)): targets (n, K)
-for vector MSE, or integer classes (n,) for cross-entropy on K logits. Seeded data order (a
+for vector MSE, or integer classes (n,) for cross-entropy or the categorical hinge on K scores.
+Seeded data order (a
 `torch.Generator` per run, so a seed gives the same batches on any device), SGD (with momentum) or
 Adam, MSE (mean over every entry), logistic loss (labels ±1: mean log(1 + exp(−f·y)), the
-reference's "crossentropy") or softmax cross-entropy, a budget of epochs or of optimizer steps,
+reference's "crossentropy"), softmax cross-entropy or Keras' categorical hinge, a budget of epochs
+or of optimizer steps,
 early stopping when an epoch's mean training loss falls below `loss_tol`, and a stop on a
 non-finite loss (reported as diverged). Mixed precision (bfloat16 autocast, or float16 with a
 gradient scaler where bfloat16 is unsupported) is used on CUDA only.
@@ -20,10 +22,11 @@ from typing import Literal
 
 import torch
 
-__all__ = ["LOSSES", "MinibatchResult", "batches", "check_targets", "epoch_budget", "loss_fn", "make_optimizer", "predict", "shaped_output",
+__all__ = ["CLASS_LOSSES", "LOSSES", "MinibatchResult", "batches", "check_targets", "epoch_budget", "loss_fn", "make_optimizer", "predict", "shaped_output",
            "train_minibatch"]
 
-LOSSES = ("mse", "logistic", "cross_entropy")
+LOSSES = ("mse", "logistic", "cross_entropy", "categorical_hinge")
+CLASS_LOSSES = ("cross_entropy", "categorical_hinge")  # K scores per sample against integer classes
 
 
 @dataclass
@@ -40,8 +43,9 @@ class MinibatchResult:
 
 
 def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean MSE over every entry, mean logistic loss log(1 + exp(−out·y)) for ±1 labels, or mean
-    softmax cross-entropy of logits `out` (B, K) against integer classes `y` (B,)."""
+    """Mean MSE over every entry, mean logistic loss log(1 + exp(−out·y)) for ±1 labels, or, for
+    scores `out` (B, K) against integer classes `y` (B,), the mean softmax cross-entropy or Keras'
+    categorical hinge max(0, 1 + max(0, max_{j≠y} out_j) − out_y)."""
     if out.dtype in (torch.float16, torch.bfloat16):  # autocast outputs: the loss in float32
         out = out.float()
     if kind == "cross_entropy":
@@ -49,6 +53,13 @@ def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         # gather so that torch.vmap batches it over the members of a stack.
         logp = torch.log_softmax(out, dim=-1)
         return -torch.mean(logp.gather(-1, y.long().unsqueeze(-1)))
+    if kind == "categorical_hinge":
+        # tf.keras.losses.categorical_hinge on one-hot rows t: neg = max_j (1 − t_j)·out_j (the true
+        # class enters as 0, hence the floor at 0), pos = out_y; loss max(0, neg − pos + 1).
+        onehot = torch.nn.functional.one_hot(y.long(), out.shape[-1]).to(out.dtype)
+        pos = (onehot * out).sum(-1)
+        neg = ((1 - onehot) * out).amax(-1)
+        return torch.mean(torch.clamp_min(neg - pos + 1, 0))
     y = y.to(out.dtype)
     if kind == "mse":
         return torch.mean((out - y) ** 2)
@@ -58,17 +69,18 @@ def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def check_targets(kind: str, y: torch.Tensor) -> torch.Tensor:
-    """Targets as the trainers use them: integer classes (n,) for cross_entropy, else float32 (n,) or (n, K)."""
+    """Targets as the trainers use them: integer classes (n,) for cross_entropy and categorical_hinge,
+    else float32 (n,) or (n, K)."""
     if kind not in LOSSES:
         raise ValueError(f"unknown loss {kind!r} (one of {', '.join(LOSSES)})")
-    if kind == "cross_entropy":
+    if kind in CLASS_LOSSES:
         if y.dim() != 1:
-            raise ValueError(f"cross_entropy needs integer class targets of shape (n,), got shape {tuple(y.shape)}")
+            raise ValueError(f"{kind} needs integer class targets of shape (n,), got shape {tuple(y.shape)}")
         classes = y.long()
         if y.is_floating_point() and not torch.equal(classes.to(y.dtype), y):
-            raise ValueError("cross_entropy needs integer class targets, got non-integer values")
+            raise ValueError(f"{kind} needs integer class targets, got non-integer values")
         if classes.numel() and int(classes.min()) < 0:
-            raise ValueError("cross_entropy needs class targets ≥ 0")
+            raise ValueError(f"{kind} needs class targets ≥ 0")
         return classes
     if y.dim() not in (1, 2):
         raise ValueError(f"{kind} needs targets of shape (n,) or (n, K), got shape {tuple(y.shape)}")
@@ -79,10 +91,10 @@ def check_targets(kind: str, y: torch.Tensor) -> torch.Tensor:
 
 def shaped_output(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The network's outputs on a batch laid out as the loss compares them with targets `y`:
-    (…, B, K) logits for cross_entropy, else the shape of `y` (leading dimensions: a stack's members)."""
-    if kind == "cross_entropy":
+    (…, B, K) scores for the class losses, else the shape of `y` (leading dimensions: a stack's members)."""
+    if kind in CLASS_LOSSES:
         if out.dim() != y.dim() + 1 or out.shape[:-1] != y.shape:
-            raise ValueError(f"cross_entropy needs K logits per sample, got outputs {tuple(out.shape)} for targets {tuple(y.shape)}")
+            raise ValueError(f"{kind} needs K scores per sample, got outputs {tuple(out.shape)} for targets {tuple(y.shape)}")
         return out
     if out.numel() != y.numel():
         raise ValueError(f"the network's outputs {tuple(out.shape)} do not match the targets {tuple(y.shape)}")
@@ -133,7 +145,7 @@ def train_minibatch(
     weight_decay: float = 0.0,
     epochs: int = 100,
     batch_size: int = 128,
-    loss: Literal["mse", "logistic", "cross_entropy"] = "mse",
+    loss: Literal["mse", "logistic", "cross_entropy", "categorical_hinge"] = "mse",
     loss_tol: float = 0.0,
     seed: int = 0,
     amp: bool = True,
@@ -142,7 +154,7 @@ def train_minibatch(
     """Train `model` in place on (x, y); x and y on the model's device.
 
     Targets: (n,) for one output per sample, (n, K) for K outputs (MSE), integer classes (n,) for
-    `cross_entropy` on K logits. `steps` (optimizer steps in all) replaces `epochs`: epochs of
+    `cross_entropy` / `categorical_hinge` on K scores. `steps` (optimizer steps in all) replaces `epochs`: epochs of
     shuffled batches until that many steps, the last epoch cut short (its loss is the mean over the
     samples it saw).
     """

@@ -1,6 +1,6 @@
 """k seeds of one ConvNet held as one grouped model and trained together, each on its own batches.
 
-Outputs: one value per sample, or K (vector MSE, or cross-entropy on K logits): the readout is one
+Outputs: one value per sample, or K (vector MSE, or a class loss on K scores): the readout is one
 more batched matmul with K columns, so K outputs cost no per-output loop.
 
 Member i's channels are the i-th group of every layer: `Conv2d(groups=k·g)` on the members'
@@ -353,14 +353,14 @@ def train_stacked_convnet(
     weight_decay: float = 0.0,
     epochs: int = 100,
     batch_size: int = 128,
-    loss: Literal["mse", "logistic", "cross_entropy"] = "mse",
+    loss: Literal["mse", "logistic", "cross_entropy", "categorical_hinge"] = "mse",
     loss_tol: float = 0.0,
     amp: bool = True,
     steps: int | None = None,
 ) -> list[MinibatchResult]:
     """Train every member in place as `train_minibatch(member i, x, y, seed=seeds[i], …)` would.
 
-    Targets as `train_minibatch`: (n,), (n, K) for vector MSE, integer classes (n,) for cross_entropy;
+    Targets as `train_minibatch`: (n,), (n, K) for vector MSE, integer classes (n,) for the class losses;
     `steps` replaces `epochs` by a budget of optimizer steps (the same for every member). One result
     per member; its `seconds` is the wall time of the stacked run until that member stopped.
     """
