@@ -73,9 +73,10 @@ def test_cross_entropy_matches_torch_also_per_member_under_vmap():
     per = torch.vmap(lambda o, t: loss_fn("cross_entropy", o, t))(out, y)
     want = torch.stack([F.cross_entropy(out[m], y[m]) for m in range(5)])
     torch.testing.assert_close(per, want, rtol=1e-14, atol=0)
-    # vector MSE is the mean over every entry (samples × outputs), as F.mse_loss
+    # vector MSE: summed over the outputs, averaged over the samples (as the stacked MLP)
     t = torch.randn(7, 4, generator=g, dtype=torch.float64)
-    torch.testing.assert_close(loss_fn("mse", out[0], t), F.mse_loss(out[0], t), rtol=1e-14, atol=0)
+    torch.testing.assert_close(loss_fn("mse", out[0], t), 4 * F.mse_loss(out[0], t), rtol=1e-14, atol=0)
+    torch.testing.assert_close(loss_fn("mse", out[0, :, 0], t[:, 0]), F.mse_loss(out[0, :, 0], t[:, 0]), rtol=0, atol=0)
 
 
 def test_categorical_hinge_is_keras_categorical_hinge():
@@ -190,7 +191,7 @@ def test_the_loss_compares_outputs_with_one_hot_rows_or_classes(loss):
     f0 = fit.initial_train
     onehot = np.eye(K)[train.y]
     if loss == "mse":
-        want = np.mean((f0 - onehot) ** 2)
+        want = np.mean(np.sum((f0 - onehot) ** 2, axis=1))
     elif loss == "cross_entropy":
         want = float(F.cross_entropy(torch.as_tensor(f0), torch.as_tensor(train.y)))
     else:
@@ -218,6 +219,14 @@ def test_vector_regression_shapes_and_centring_starts_at_zero():
     assert np.array_equal(fit.initial_train, np.zeros((10, K))) and np.array_equal(fit.initial_eval, np.zeros((4, K)))
     assert fit.predictions.shape == (4, K) and np.any(fit.predictions != 0)
     assert fit.kernels[0].shape == (10, 10) and fit.kernels[1].shape == (4, 10)
+
+
+def test_lr_ntk_with_k_outputs_scales_by_the_samples_over_the_kernels_top_eigenvalue():
+    """The MSE sums over outputs, so GD on the linearised model is stable below lr = n / λ_max as for one output."""
+    train = vector_batch(8, seed=0)
+    for outputs in ("trace", "full"):
+        fit = convnet(**REFERENCE_SMALL, optimizer="sgd", momentum=0.0, lr_ntk=0.5, epochs=1, ntk_outputs=outputs).fit_seeds(train, train, [0])[0]
+        assert fit.info["lr"] == pytest.approx(0.5 * 8 / np.linalg.eigvalsh(fit.kernels[0])[-1], rel=1e-12)
 
 
 @pytest.mark.parametrize("name", ["resnet", "vit", "timm:test_resnet"])

@@ -379,9 +379,9 @@ class NetworkAdapter(Adapter):
         """`train_minibatch`'s keyword arguments from the params, all but the seed.
 
         With `lr_ntk`, the learning rate comes from the seed's NTK at init (`at_init` from `_at_init`):
-        lr_ntk · m / λ_max with m = n·K the number of squared errors the MSE averages (n for one
-        output), so that gradient descent on the linearised model is stable below lr_ntk = 1 (for the
-        trace kernel of K outputs: where the full eNTK is close to trace ⊗ identity).
+        lr_ntk · n / λ_max, so that gradient descent on the linearised model under the MSE (summed
+        over outputs) is stable below lr_ntk = 1 (exactly for one output or the full eNTK; for the
+        trace kernel of K outputs where the full eNTK is close to trace ⊗ identity).
         """
         p = self.params
         lr = p.lr
@@ -389,7 +389,7 @@ class NetworkAdapter(Adapter):
             lam = None if at_init is None else at_init.lambda_max()
             if lam is None:
                 raise ValueError("lr_ntk needs the seed's empirical NTK at init")
-            lr = p.lr_ntk * at_init.f0_train.size / lam
+            lr = p.lr_ntk * len(at_init.f0_train) / lam
         return dict(
             optimizer=p.optimizer, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
             epochs=p.epochs, steps=p.steps, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,

@@ -4,7 +4,8 @@ The network outputs one value per sample ((n,), targets (n,)) or K values ((n, K
 for vector MSE, or integer classes (n,) for cross-entropy or the categorical hinge on K scores.
 Seeded data order (a
 `torch.Generator` per run, so a seed gives the same batches on any device), SGD (with momentum) or
-Adam, MSE (mean over every entry), logistic loss (labels ±1: mean log(1 + exp(−f·y)), the
+Adam, MSE (with K outputs the squared error summed over outputs, averaged over samples, as the
+stacked MLP: each output then trains as a scalar network would), logistic loss (labels ±1: mean log(1 + exp(−f·y)), the
 reference's "crossentropy"), softmax cross-entropy or Keras' categorical hinge, a budget of epochs
 or of optimizer steps,
 early stopping when an epoch's mean training loss falls below `loss_tol`, and a stop on a
@@ -43,7 +44,8 @@ class MinibatchResult:
 
 
 def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean MSE over every entry, mean logistic loss log(1 + exp(−out·y)) for ±1 labels, or, for
+    """MSE (1/B) Σ_i ‖out_i − y_i‖² (summed over outputs for (B, K) targets), mean logistic loss
+    log(1 + exp(−out·y)) for ±1 labels, or, for
     scores `out` (B, K) against integer classes `y` (B,), the mean softmax cross-entropy or Keras'
     categorical hinge max(0, 1 + max(0, max_{j≠y} out_j) − out_y)."""
     if out.dtype in (torch.float16, torch.bfloat16):  # autocast outputs: the loss in float32
@@ -62,6 +64,8 @@ def loss_fn(kind: str, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return torch.mean(torch.clamp_min(neg - pos + 1, 0))
     y = y.to(out.dtype)
     if kind == "mse":
+        if y.dim() == 2:  # K outputs: summed over outputs, averaged over samples
+            return torch.mean(torch.sum((out - y) ** 2, dim=-1))
         return torch.mean((out - y) ** 2)
     if kind == "logistic":
         return torch.mean(torch.nn.functional.softplus(-out * y))
