@@ -11,7 +11,7 @@ from typing import Any
 
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
-from compbench.runner.executors import check_cell_timeout, run_local, run_process_pool, run_ray
+from compbench.runner.executors import AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, run_process_pool, run_ray
 from compbench.runner.execute import run_job
 from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
@@ -58,6 +58,7 @@ class SuiteRunner:
         self.tasks = prepare_tasks(loaded)
         self.jobs = expand_jobs(loaded, self.tasks, self.device)
         self._cache: dict[str, dict[str, Any]] | None = {} if force else None
+        self.per_job: float | None = None  # seconds a job of this run takes, a running average
 
     @property
     def cache(self) -> dict[str, dict[str, Any]]:
@@ -93,12 +94,9 @@ class SuiteRunner:
                 print(f"{self.loaded.name}: retrying {n} failed cell{'s' if n != 1 else ''} found in the cache",
                       file=sys.stderr, flush=True)
 
-        def reusable(k: str) -> bool:
-            return k in self.cache and self.cache[k]["status"] != "error"
-
-        if recheck and not all(reusable(k) for k in job.keys):
+        if recheck and not all(self._reusable(k) for k in job.keys):
             self.cache.update(self.store.lookup(list(job.keys), since=self.fresh_since))
-        if not all(reusable(k) for k in job.keys):
+        if not all(self._reusable(k) for k in job.keys):
             return None
         records = self.stored(job)
         if not job.model.skip_invalid:
@@ -118,23 +116,55 @@ class SuiteRunner:
         A job another live process has claimed is waited for (or, with wait=False, returned as
         (None, False) to come back to later), so concurrent runs do not duplicate work.
         """
-        job_id = "|".join(job.keys)
         while True:
-            hit = self.cached(job, recheck=True)
-            if hit is not None:
-                return hit, True
-            if self.store.claim(job_id):
-                break
-            if not wait:
-                return None, False
+            (_, records, cached), = self.run_many([job])
+            if records is not None or not wait:
+                return records, cached
             time.sleep(0.05)
+
+    def run_many(self, jobs: list[Job]) -> Iterator[tuple[int, list[dict[str, Any]] | None, bool]]:
+        """(position, records, from the cache) for each job, in order; records None for a job another live process holds.
+
+        The store is asked once for all of the jobs' keys and their claims are taken in one
+        transaction (and released in one when the last has run), so a batch of millisecond jobs
+        costs two claim transactions, not two per job. Each job's records are still stored, in
+        their own transaction, as soon as the job ends.
+        """
+        missing = [k for job in jobs for k in job.keys if not self._reusable(k)]
+        if missing:
+            self.cache.update(self.store.lookup(missing, since=self.fresh_since))
+        todo = []
+        for n, job in enumerate(jobs):
+            hit = self.cached(job)
+            if hit is not None:
+                yield n, hit, True
+            else:
+                todo.append(n)
+        if not todo:
+            return
+        ids = {n: "|".join(jobs[n].keys) for n in todo}
+        claimed = self.store.claim_many(list(ids.values()))
         try:
-            _torch_for_training()
-            records = run_job(job, self.device)
-            self.store_records(records)
+            for n in todo:
+                if ids[n] not in claimed:
+                    yield n, None, False
+                    continue
+                hit = self.cached(jobs[n])  # a job of the same keys earlier in this batch
+                if hit is not None:
+                    yield n, hit, True
+                    continue
+                _torch_for_training()
+                start = time.perf_counter()
+                records = run_job(jobs[n], self.device)
+                took = time.perf_counter() - start
+                self.per_job = took if self.per_job is None else 0.8 * self.per_job + 0.2 * took
+                self.store_records(records)
+                yield n, records, False
         finally:
-            self.store.release(job_id)
-        return records, False
+            self.store.release_many(sorted(claimed))
+
+    def _reusable(self, key: str) -> bool:
+        return key in self.cache and self.cache[key]["status"] != "error"
 
     def close(self) -> None:
         """Release this process's claims and close the store."""
@@ -182,12 +212,18 @@ def _execute(
 ) -> Iterator[tuple[int, list[dict[str, Any]], bool]]:
     if executor == "local":
         deferred = []
-        for i, job in enumerate(jobs):
-            recs, cached = runner.run(job, wait=False)
-            if recs is None:
-                deferred.append(i)  # another process is on it: come back at the end
-            else:
-                yield i, recs, cached
+        i = 0
+        while i < len(jobs):
+            # Quick jobs go in batches of about AHEAD_SECONDS of work (their claims and cache
+            # look-ups taken together); long ones one at a time, as other processes may share them.
+            per_job = runner.per_job
+            n = 1 if per_job is None or per_job >= AHEAD_SECONDS else min(MAX_AHEAD, int(AHEAD_SECONDS / max(per_job, 1e-6)))
+            for k, recs, cached in runner.run_many(jobs[i:i + n]):
+                if recs is None:
+                    deferred.append(i + k)  # another process is on it: come back at the end
+                else:
+                    yield i + k, recs, cached
+            i += n
         for i in deferred:
             recs, cached = runner.run(jobs[i])
             assert recs is not None

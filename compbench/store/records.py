@@ -317,18 +317,31 @@ class ResultStore:
 
     def claim(self, job: str) -> bool:
         """Claim a job for this process; False while another live process holds it."""
+        return job in self.claim_many([job])
+
+    def claim_many(self, jobs: list[str]) -> set[str]:
+        """Claim every job no other live process holds, in one transaction; returns those claimed."""
         me = process_owner()
+        now = time.time()
+        got: set[str] = set()
         with self._write() as db:
-            row = db.execute("SELECT owner, created FROM claims WHERE job = ?", (job,)).fetchone()
-            if row is not None and row[0] != me and claim_is_live(row[0], row[1]):
-                return False
-            db.execute("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", (job, me, time.time()))
-        return True
+            for job in dict.fromkeys(jobs):
+                row = db.execute("SELECT owner, created FROM claims WHERE job = ?", (job,)).fetchone()
+                if row is not None and row[0] != me and claim_is_live(row[0], row[1], now):
+                    continue
+                got.add(job)
+            db.executemany("INSERT OR REPLACE INTO claims VALUES (?, ?, ?)", [(job, me, now) for job in got])
+        return got
 
     def release(self, job: str) -> None:
         """Drop this process's claim on a job."""
+        self.release_many([job])
+
+    def release_many(self, jobs: list[str]) -> None:
+        """Drop this process's claims on these jobs, in one transaction."""
+        me = process_owner()
         with self._write() as db:
-            db.execute("DELETE FROM claims WHERE job = ? AND owner = ?", (job, process_owner()))
+            db.executemany("DELETE FROM claims WHERE job = ? AND owner = ?", [(job, me) for job in jobs])
 
     def release_all(self) -> None:
         """Drop every claim this process holds (a run that stops leaves none behind)."""
