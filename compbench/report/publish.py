@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 from array import array
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -67,29 +69,125 @@ def publish(
     out_dir.mkdir(parents=True, exist_ok=True)
     keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
     (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
-    ctx = ReportContext(out_dir, loaded, records, verdicts, summary, formats)
+    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats)
     inputs = inputs_digest(loaded, records, verdicts, formats)
     manifest = _read_manifest(out_dir)
-    paths: list[Path] = []
+    written: dict[str, list[Path]] = {}
+    to_run: list[str] = []
     for name in formats:
-        writer = REPORTERS.get(name)
-        digest = writer_digest(inputs, name, writer)
         entry = manifest.get(name)
-        if isinstance(entry, dict) and entry.get("digest") == digest and _all_exist(out_dir, entry.get("files")) \
-                and _all_exist(out_dir, entry.get("beside", [])):
-            paths += [out_dir / f for f in entry["files"]]
+        if isinstance(entry, dict) and entry.get("digest") == writer_digest(inputs, name, REPORTERS.get(name)) \
+                and _all_exist(out_dir, entry.get("files")) and _all_exist(out_dir, entry.get("beside", [])):
+            written[name] = [out_dir / f for f in entry["files"]]
             if skipped is not None:
                 skipped.append(name)
-            continue
-        manifest.pop(name, None)  # a writer stopped halfway must not be trusted next time
-        _write_manifest(out_dir, manifest)
-        written = writer.write(ctx)
-        paths += written
-        beside = [p.with_suffix(".svg") for p in written if p.suffix == ".png" and p.with_suffix(".svg").is_file()]
-        manifest[name] = {"digest": digest, "files": [_relative(out_dir, p) for p in written],
-                          "beside": [_relative(out_dir, p) for p in beside]}  # a plot's SVG is written with its PNG
-        _write_manifest(out_dir, manifest)
-    return verdicts, paths
+        else:
+            to_run.append(name)
+    if _draws_plots(to_run, formats) and _can_fork():
+        ctx.drawing = _PlotWorker(out_dir if "png" in formats else None, loaded, records)
+    try:
+        # The writers that never look at the plots run first, while the plots are being drawn.
+        for name in sorted(to_run, key=lambda n: n not in _WITHOUT_PLOTS):
+            writer = REPORTERS.get(name)
+            manifest.pop(name, None)  # a writer stopped halfway must not be trusted next time
+            _write_manifest(out_dir, manifest)
+            paths_of = writer.write(ctx)
+            written[name] = paths_of
+            beside = [p.with_suffix(".svg") for p in paths_of if p.suffix == ".png" and p.with_suffix(".svg").is_file()]
+            manifest[name] = {"digest": writer_digest(inputs, name, writer), "files": [_relative(out_dir, p) for p in paths_of],
+                              "beside": [_relative(out_dir, p) for p in beside]}  # a plot's SVG is written with its PNG
+            _write_manifest(out_dir, manifest)
+    finally:
+        if ctx.drawing is not None:
+            ctx.drawing.stop()
+    return verdicts, [p for name in formats for p in written.get(name, [])]
+
+
+# Built-in writers that do not read ctx.plots (a plugin's writer may: it runs after them).
+_WITHOUT_PLOTS = ("csv", "predictions")
+
+
+def _draws_plots(to_run: list[str], formats: tuple[str, ...]) -> bool:
+    """Whether a writer about to run needs the plots: png and html always, md when it links them."""
+    return any(n in ("png", "html") or (n == "md" and "png" in formats) for n in to_run)
+
+
+def _can_fork() -> bool:
+    """A second process drawing the plots pays only where it can be forked (no pickling) and has a core of its own."""
+    import multiprocessing
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores > 1 and "fork" in multiprocessing.get_all_start_methods() and \
+        multiprocessing.get_start_method(allow_none=True) in (None, "fork")
+
+
+def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[dict[str, Any]]) -> None:
+    """In the forked process: draw (and with out_dir, write) the plots, send them back, or the traceback."""
+    import traceback
+
+    try:
+        from compbench.report.plots import write_plots
+
+        result: tuple[str, Any] = ("ok", write_plots(out_dir, loaded, records))
+    except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
+        result = ("error", traceback.format_exc())
+    conn.send(result)
+    conn.close()
+
+
+class _PlotWorker:
+    """The report's plots drawn in a forked process while this one writes the files that do not need them.
+
+    Drawing is most of a fresh report (about 12 s of 17 for kernel-limits: 21 figures as PNG and
+    SVG); the predictions and CSV files take the rest, so on two cores the two overlap.
+    """
+
+    def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[dict[str, Any]]) -> None:
+        import multiprocessing
+
+        mp = multiprocessing.get_context("fork")
+        self.conn, child = mp.Pipe(duplex=False)
+        self.proc = mp.Process(target=_draw, args=(child, out_dir, loaded, records), daemon=True, name="compbench-plots")
+        self.proc.start()
+        child.close()
+        self._result: list[Any] | None = None
+
+    def result(self) -> list[Any]:
+        """The plots (waiting for them); a failure in the drawing process is raised here with its traceback."""
+        if self._result is not None:
+            return self._result
+        try:
+            kind, payload = self.conn.recv()
+        except EOFError:
+            self.proc.join()
+            raise RuntimeError(f"the process drawing the report's plots died (exit code {self.proc.exitcode})") from None
+        self.proc.join()
+        if kind != "ok":
+            raise RuntimeError(f"drawing the report's plots failed (in its own process):\n{payload}")
+        self._result = payload
+        return payload
+
+    def stop(self) -> None:
+        """Stop the drawing process if it still runs (this one is stopping early) and close the pipe."""
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.conn.close()
+
+
+@dataclass
+class _Context(ReportContext):
+    """The writers' context, whose plots may come from a _PlotWorker."""
+
+    drawing: _PlotWorker | None = None
+
+    @cached_property
+    def plots(self) -> list[Any]:
+        """The report's plots (drawn once), from the drawing process when there is one."""
+        if self.drawing is not None:
+            return self.drawing.result()
+        return ReportContext.plots.func(self)  # type: ignore[attr-defined]
 
 
 def inputs_digest(loaded: LoadedSuite, records: list[dict[str, Any]], verdicts: list[Verdict], formats: tuple[str, ...]) -> str:

@@ -1,0 +1,94 @@
+"""The report's plots drawn in a forked process (issue #17) give the same files as drawn in this one.
+
+While they are drawn, the writers that do not need them run; a failure or death of the drawing
+process is an error naming it, never a report without its plots.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from compbench.runner.run import run_suite
+from compbench.suite import parse_suite
+
+publish_module = importlib.import_module("compbench.report.publish")  # the package re-exports the function
+
+SUITE = """\
+name: drawn
+seeds: 2
+tasks:
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+  - {id: te, family: transitive_equivalence}
+models:
+  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
+  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
+expectations:
+  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+"""
+
+pytestmark = pytest.mark.skipif(not publish_module._can_fork(), reason="needs fork and two cores")
+
+
+_RUN: dict[str, object] = {}
+
+
+def _publish(tmp_path: Path, name: str, monkeypatch, fork: bool) -> tuple[Path, list[Path]]:
+    if not _RUN:  # one run: both reports get the same records and the same run summary
+        loaded = parse_suite(SUITE, "drawn.yaml")
+        _RUN.update(loaded=loaded, summary=run_suite(loaded, tmp_path / "run", device="cpu", progress=False))
+    loaded, summary = _RUN["loaded"], _RUN["summary"]
+    out = tmp_path / name
+    started = []
+    worker = publish_module._PlotWorker
+
+    def recording(*args):
+        started.append(os.getpid())
+        return worker(*args)
+
+    monkeypatch.setattr(publish_module, "_PlotWorker", recording)
+    monkeypatch.setattr(publish_module, "_can_fork", lambda: fork)
+    _, paths = publish_module.publish(out, loaded, summary.records, vars(summary))
+    assert started == ([os.getpid()] if fork else [])
+    return out, paths
+
+
+@pytest.fixture(autouse=True)
+def _fresh_run():
+    _RUN.clear()
+    yield
+    _RUN.clear()
+
+
+def test_forked_plots_equal_plots_drawn_here(tmp_path, monkeypatch):
+    here, here_paths = _publish(tmp_path, "here", monkeypatch, fork=False)
+    forked, forked_paths = _publish(tmp_path, "forked", monkeypatch, fork=True)
+    rel = lambda paths, root: [p.relative_to(root) for p in paths]  # noqa: E731
+    assert rel(forked_paths, forked) == rel(here_paths, here)  # the same files, in the order of the formats
+    files = [p.relative_to(here) for p in here.rglob("*") if p.is_file() and p.suffix in (".png", ".svg", ".md", ".html")]
+    assert any(f.suffix == ".png" for f in files) and any(f.name == "leaderboard.html" for f in files)
+    for f in files:
+        assert (forked / f).read_bytes() == (here / f).read_bytes(), f
+
+
+def test_a_failure_while_drawing_is_raised_with_its_traceback(tmp_path, monkeypatch):
+    import compbench.report.plots as plots
+
+    def broken(*args, **kwargs):
+        raise ValueError("no axes today")
+
+    monkeypatch.setattr(plots, "write_plots", broken)  # the forked process inherits it
+    with pytest.raises(RuntimeError, match=r"(?s)drawing the report's plots failed.*ValueError: no axes today"):
+        _publish(tmp_path, "broken", monkeypatch, fork=True)
+    assert (tmp_path / "broken" / "predictions.csv").is_file()  # written meanwhile, not lost
+
+
+def test_a_dead_drawing_process_is_an_error(tmp_path, monkeypatch):
+    import compbench.report.plots as plots
+
+    monkeypatch.setattr(plots, "write_plots", lambda *a, **k: os._exit(3))
+    with pytest.raises(RuntimeError, match=r"the process drawing the report's plots died \(exit code 3\)"):
+        _publish(tmp_path, "dead", monkeypatch, fork=True)
