@@ -190,3 +190,17 @@ def test_tasks_for_follows_the_suite_tasks():
     assert [t.id for t in loaded.tasks_for(net)] == ["add", "te"]
     loaded.suite.tasks = loaded.suite.tasks[1:]
     assert [t.id for t in loaded.tasks_for(net)] == ["te"]
+
+
+def test_sweep_params_copy_is_deep_and_equal():
+    import copy
+    import datetime
+
+    from compbench.suite.expand import _copy
+
+    data = {"a": [1, {"b": [2.5, None, True, "x"]}], "when": datetime.date(2020, 1, 1), "tags": {1, 2}, "blob": b"\x00"}
+    out = _copy(data)
+    assert out == copy.deepcopy(data)
+    assert out["a"] is not data["a"] and out["a"][1] is not data["a"][1] and out["tags"] is not data["tags"]
+    out["a"][1]["b"].append(3)
+    assert data["a"][1]["b"] == [2.5, None, True, "x"]
