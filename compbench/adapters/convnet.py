@@ -12,9 +12,12 @@ Other small CNNs are configurations of it: `pool` as a list puts MaxPool(2) afte
 convolutions, `init: glorot` is Keras' default initialisation (Glorot-uniform weights, zero biases).
 The CNN of "Gradient Descent Resists Compositionality" (github.com/yuanpeng16/BCDLSG@efb6c20,
 mnist.py `DeepModelGenerator`: Conv 32 3×3 valid ReLU → MaxPool 2 → Conv 64 3×3 valid ReLU →
-Flatten → Dense 64 ReLU → Dense 64 ReLU → Dense 10; Adam 1e-3, batch 64) is
-`{channels: [32, 64], hidden: [64, 64], kernel_size: 3, padding: valid, pool: [0], batchnorm: false,
-init: glorot, optimizer: adam, lr: 1.0e-3, batch_size: 64, steps: 200}`.
+Flatten → Dense 64 ReLU → Dense 64 ReLU → Dense 10; Adam 1e-3, batch 64, 200 steps; the
+experiments/mnist_paired_first runs keep `--loss_type hinge`, Keras' categorical hinge on a linear
+output, and `cross_entropy` is its softmax alternative) is `{channels: [32, 64], hidden: [64, 64],
+kernel_size: 3, padding: valid, pool: [0], batchnorm: false, init: glorot, optimizer: adam,
+lr: 1.0e-3, batch_size: 64, steps: 200, loss: categorical_hinge}`. (Keras' Adam has ε = 1e-7,
+PyTorch's 1e-8.)
 
 All seeds of a cell train at once as one grouped model (compbench.training.stacked_convnet), each
 with its own initialisation and data order, so a seed's result is the one it gets trained alone
