@@ -1,4 +1,23 @@
-"""The `kernel` adapter: a kernel machine with an overlap or analytic infinite-width kernel."""
+"""The `kernel` adapter: a kernel machine with an overlap, analytic infinite-width or additive kernel.
+
+`kernel: additive` has no conjunction term, so every kernel-regression prediction is additive by
+construction: the theory's additive ceiling computed directly. With a base kernel k_b (`base`:
+relu_ntk or relu_nngp with `depth`, `sigma_w2`, `sigma_b2`):
+
+* `additive: modules` (default): inputs are a latent z (the cell's encoding, `latent_dim` or the
+  k-hot / one-hot code read off the batch as in the `hypernet` adapter) followed by x, and
+      k((z, x), (z', x')) = (w_0 + z·z') · k_b(x, x'),     w_0 = `intercept`,
+  with k_b ≡ 1 when nothing follows the latent. Its feature map is (√w_0 ψ(x), z_1 ψ(x), …, z_M ψ(x)),
+  so every prediction is f(z, x) = F_0(x) + Σ_m z_m F_m(x): exactly module-additive for k-hot
+  latents (z·z' counts the modules two cells share). With the one-hot encoding z·z' counts the
+  agreeing components and f = F_0(x) + Σ_c G_c(z_c, x) (for one sample per cell: the purely additive
+  overlap kernel κ(A) = w_0 + |A|).
+* `additive: slots`: the input's columns split into `slots` equal groups (the `latents` encoding of
+  a slot task) and k(a, b) = Σ_s k_b(a_s, b_s), so f(z) = Σ_s g_s(z_s): slot-additive (each slot's
+  g_s built from that slot's training values).
+
+Both are sums and products of PSD kernels (w_0 ≥ 0), so no PSD check is run.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +37,7 @@ PSD_TOL = 1e-8  # the reference code's tolerance on the smallest eigenvalue
 class KernelParams(AdapterParams):
     """Hyperparameters of a kernel machine."""
 
-    kernel: Literal["overlap", "relu_nngp", "relu_ntk"] = "overlap"
+    kernel: Literal["overlap", "relu_nngp", "relu_ntk", "additive"] = "overlap"
     weights: list[float] | None = Field(
         default=None, description="overlap: kernel value per number of agreeing components 0..C"
     )
@@ -28,7 +47,16 @@ class KernelParams(AdapterParams):
     relative: dict[int, float] = Field(
         default_factory=dict, description="overlap: κ(i) = relative[i]·κ(i+1), filled from C down"
     )
-    depth: int = Field(default=1, ge=1, description="relu_*: number of hidden layers")
+    additive: Literal["modules", "slots"] = Field(
+        default="modules", description="additive: (w_0 + z·z')·k_base(x, x') over latent z and x, or Σ_slots k_base"
+    )
+    base: Literal["relu_ntk", "relu_nngp"] = Field(default="relu_ntk", description="additive: the kernel on x or on one slot")
+    intercept: float = Field(default=1.0, ge=0, description="additive modules: w_0, the weight of the x-only term F_0")
+    latent_dim: int | None = Field(
+        default=None, ge=0, description="additive modules: leading input columns that are z (None: the k-hot or one-hot cell code)"
+    )
+    slots: int = Field(default=2, ge=1, description="additive slots: the input's columns split into this many equal groups")
+    depth: int = Field(default=1, ge=1, description="relu_* (and the additive base): number of hidden layers")
     sigma_w2: float = Field(default=2.0, gt=0)
     sigma_b2: float = Field(default=0.0, ge=0)
     objective: Literal["min_norm", "ridge", "svm", "svr"] = "min_norm"
@@ -77,13 +105,42 @@ class KernelAdapter(Adapter):
                 return theory.overlap_kernel(a.cells, b.cells, weights, relative=p.relative or None)
             except ValueError as exc:
                 raise InvalidModelError(str(exc)) from exc
+        if p.kernel == "additive":
+            return self._additive_gram(a, b)
         fn = theory.relu_nngp if p.kernel == "relu_nngp" else theory.relu_ntk
         # images are flattened: the infinite-width kernel of a fully connected network on the pixels
         return fn(a.x.reshape(len(a), -1), b.x.reshape(len(b), -1), depth=p.depth, sigma_w2=p.sigma_w2, sigma_b2=p.sigma_b2)
 
+    def _additive_gram(self, a: Batch, b: Batch) -> np.ndarray:
+        """(w_0 + z·z')·k_base(x, x') (modules) or Σ_s k_base(a_s, b_s) (slots); see the module docstring."""
+        from compbench import theory
+        from compbench.adapters.hypernet import latent_width
+
+        p = self.params
+        fn = theory.relu_nngp if p.base == "relu_nngp" else theory.relu_ntk
+        xa, xb = a.x.reshape(len(a), -1).astype(np.float64), b.x.reshape(len(b), -1).astype(np.float64)
+        if xa.shape[1] != xb.shape[1]:
+            raise ValueError(f"the two batches' inputs have {xa.shape[1]} and {xb.shape[1]} columns")
+
+        def base(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+            return fn(u, v, depth=p.depth, sigma_w2=p.sigma_w2, sigma_b2=p.sigma_b2)
+
+        if p.additive == "slots":
+            if xa.shape[1] % p.slots:
+                raise InvalidModelError(f"inputs of {xa.shape[1]} columns do not split into {p.slots} equal slots")
+            d = xa.shape[1] // p.slots
+            return sum(base(xa[:, s * d : (s + 1) * d], xb[:, s * d : (s + 1) * d]) for s in range(p.slots))
+        la, lb = latent_width(a, p.latent_dim), latent_width(b, p.latent_dim)
+        if la != lb:
+            raise ValueError(f"the two batches' latents have {la} and {lb} columns")
+        k = p.intercept + xa[:, :la] @ xb[:, :la].T
+        return k if la == xa.shape[1] else k * base(xa[:, la:], xb[:, la:])
+
     def _check_psd(self, train: Batch) -> None:
         """Reject a non-PSD kernel (InvalidModelError), as the reference code drops such sweeps."""
         p = self.params
+        if p.kernel == "additive":
+            return  # sums and products of PSD kernels (intercept ≥ 0): PSD by construction
         if p.kernel == "overlap" and p.pattern_weights is None:
             # PSD on the full grid (the reference's criterion), from its Kronecker spectrum.
             from compbench import theory
@@ -137,6 +194,8 @@ class KernelAdapter(Adapter):
         return {"objective": p.objective, "ridge": p.ridge, "C": p.C, "epsilon": p.epsilon, "max_iter": p.max_iter}
 
     def theory_kernel_name(self) -> str:
-        """E.g. 'overlap' or 'relu_ntk(depth=2)'."""
+        """E.g. 'overlap', 'relu_ntk(depth=2)' or 'additive_modules(relu_ntk, depth=1)'."""
         p = self.params
+        if p.kernel == "additive":
+            return f"additive_{p.additive}({p.base}, depth={p.depth})"
         return "overlap" if p.kernel == "overlap" else f"{p.kernel}(depth={p.depth})"
