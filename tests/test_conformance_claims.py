@@ -8,7 +8,7 @@ from compbench.claims import CLAIMS, Claim, ClaimParams, Verdict
 from compbench.testing import check_claim
 
 PARAMS = {"above": {"metric": "heldout_acc", "bound": 0.4}, "below": {"metric": "heldout_mse", "bound": 1.0},
-          "ordered": {"metric": "heldout_acc"}}
+          "ordered": {"metric": "heldout_acc"}, "close": {"metric": "heldout_acc"}}
 
 
 @pytest.mark.parametrize("name", sorted(CLAIMS.names()))
@@ -52,3 +52,21 @@ def test_breaks_are_named():
     assert check_claim(int).names == {"registers"}
     with pytest.raises(AssertionError, match="passes-on-nothing"):
         check_claim(PassesOnAnything).raise_if_failed()
+
+
+def test_close_claim_passes_within_tolerance_and_fails_beyond():
+    from types import SimpleNamespace
+
+    close = CLAIMS.get("close")
+    params = close.Params(metric="heldout_r2", over="models", tolerance=0.03)
+
+    def recs(model: str, values: list[float]) -> list[dict]:
+        return [{"model": model, "group": model, "task": "t", "seed": i, "status": "ok", "key": f"{model}{i}", "heldout_r2": v}
+                for i, v in enumerate(values)]
+
+    exp = SimpleNamespace(id="e", models=["a", "b"], tasks=["t"])
+    selects = lambda r, p: r["model"] == p  # noqa: E731
+    (near,) = close.judge_all(params, exp, recs("a", [0.80, 0.82]) + recs("b", [0.795]), selects)
+    assert near.passed and near.measured == pytest.approx(0.015)  # means 0.81 and 0.795
+    (far,) = close.judge_all(params, exp, recs("a", [0.80, 0.82]) + recs("b", [0.70]), selects)
+    assert not far.passed and far.measured == pytest.approx(0.11)

@@ -257,3 +257,27 @@ def _n(ok: list[Record]) -> str:
     members = by_member(ok)
     return f"{len(members)} model(s)" if len(members) > 1 else f"{len(ok)} seed(s)"
 
+
+
+@register_claim("close")
+class Close(Ordered):
+    """A statistic of a metric agrees across the listed tasks (or models): max − min ≤ tolerance."""
+
+    default_tolerance = 0.05
+
+    def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:
+        listed = expectation.tasks if params.over == "tasks" else expectation.models
+        if len(listed) < 2:
+            return [(params.over, "'close' needs at least 2 entries to compare")]
+        return []
+
+    def _verdict(self, params: OrderedParams, name: str, subject: str, task: str, groups: list[list[Record]], tol: float) -> Verdict:
+        for recs in groups:
+            why = unusable(recs, (params.metric,))
+            if why:
+                return Verdict(name, self.name, subject, task, float("nan"), f"spread ≤ {tol:g}", False, why)
+        values = [self._statistic(params, recs) for recs in groups]
+        spread = max(values) - min(values)
+        shown = ", ".join(f"{v:.3f}" for v in values)
+        return Verdict(name, self.name, subject.replace(" > ", " ≈ "), task.replace(" > ", " ≈ "), spread, f"spread ≤ {tol:g}",
+                       bool(spread <= tol), f"{params.statistic} of {params.metric}: {shown}")
