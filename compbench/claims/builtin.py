@@ -239,12 +239,18 @@ class Ordered(Claim):
                 out.append(self._verdict(params, name, " > ".join(expectation.models), task, groups, tol))
         return out
 
-    def _verdict(self, params: OrderedParams, name: str, subject: str, task: str, groups: list[list[Record]], tol: float) -> Verdict:
+    def _values(self, params: OrderedParams, groups: list[list[Record]]) -> list[float] | str:
+        """Each group's statistic, or why a group cannot be judged."""
         for recs in groups:
             why = unusable(recs, (params.metric,))
             if why:
-                return Verdict(name, self.name, subject, task, float("nan"), f"each gap > {tol:g}", False, why)
-        values = [self._statistic(params, recs) for recs in groups]
+                return why
+        return [self._statistic(params, recs) for recs in groups]
+
+    def _verdict(self, params: OrderedParams, name: str, subject: str, task: str, groups: list[list[Record]], tol: float) -> Verdict:
+        values = self._values(params, groups)
+        if isinstance(values, str):
+            return Verdict(name, self.name, subject, task, float("nan"), f"each gap > {tol:g}", False, values)
         gaps = [a - b for a, b in zip(values, values[1:])]
         gap = min(gaps) if gaps else float("nan")
         fmt = "{:.0f}" if params.statistic == "count_perfect" else "{:.3f}"
@@ -272,11 +278,9 @@ class Close(Ordered):
         return []
 
     def _verdict(self, params: OrderedParams, name: str, subject: str, task: str, groups: list[list[Record]], tol: float) -> Verdict:
-        for recs in groups:
-            why = unusable(recs, (params.metric,))
-            if why:
-                return Verdict(name, self.name, subject, task, float("nan"), f"spread ≤ {tol:g}", False, why)
-        values = [self._statistic(params, recs) for recs in groups]
+        values = self._values(params, groups)
+        if isinstance(values, str):
+            return Verdict(name, self.name, subject, task, float("nan"), f"spread ≤ {tol:g}", False, values)
         spread = max(values) - min(values)
         shown = ", ".join(f"{v:.3f}" for v in values)
         return Verdict(name, self.name, subject.replace(" > ", " ≈ "), task.replace(" > ", " ≈ "), spread, f"spread ≤ {tol:g}",
