@@ -105,6 +105,9 @@ def _note_handle(label: str):  # type: ignore[no-untyped-def]
     return Line2D([], [], linestyle="none", marker="", label=label)
 
 
+MAX_SCATTER_POINTS = 5000  # per model; more makes multi-megabyte SVGs without showing more
+
+
 def theory_scatter(  # type: ignore[no-untyped-def]
     task: str, records: list[Record], test_mask: np.ndarray, colors: dict[str, Any] | None = None, missing: Sequence[str] = ()
 ):
@@ -133,6 +136,10 @@ def theory_scatter(  # type: ignore[no-untyped-def]
         r2 = np.mean([r["theory_r2"] for r in ok if r.get("theory_r2") is not None] or [math.nan])
         n_err = sum(r["status"] == "error" for r in recs)
         label = f"{model} (R² {r2:.3f}" + (f", {n_err} seed(s) failed)" if n_err else ")")
+        if len(th) > MAX_SCATTER_POINTS:  # e.g. 256-pixel outputs: an evenly spaced subset keeps the file small
+            stride = math.ceil(len(th) / MAX_SCATTER_POINTS)
+            th, pr = th[::stride], pr[::stride]
+            label += f", every {stride}th point"
         color = (colors or {}).get(model, f"C{i % 10}")
         h = ax.scatter(th, pr, s=40 if kernel else 16, marker=MARKERS[i % len(MARKERS)], label=label,
                        facecolors="none" if kernel else color, edgecolors=color, linewidths=1.2 if kernel else 0.4,
