@@ -296,3 +296,23 @@ def test_function_valued_r2_is_against_each_cells_own_variance():
     pooled, _ = shaped_metrics(*args)
     assert per_task["heldout_r2"] == pytest.approx((0.5 + 1.0) / 2)  # cell 0: 1 − 1/2; cell 1: exact
     assert pooled["heldout_r2"] == pytest.approx(1 - 1 / 154)  # the between-cell spread inflates a pooled R²
+
+
+def test_split_scores_plot_draws_networks_as_bars_and_the_ceiling_as_a_line():
+    from matplotlib.collections import LineCollection
+
+    from compbench.report.plots import split_scores
+
+    def rec(model: str, task: str, seed: int, value: float) -> dict:
+        return {"model": model, "group": model, "task": task, "seed": seed, "status": "ok", "heldout_r2": value}
+
+    records = [rec("net", "a", 0, 0.8), rec("net", "a", 1, 0.9), rec("net", "b", 0, 0.5), rec("net", "b", 1, 0.7),
+               rec("ceil", "a", 0, 0.85), rec("ceil", "b", 0, 0.6)]
+    fig = split_scores(records, ["a", "b"], ["ceil"])
+    ax = fig.axes[0]
+    assert [round(p.get_height(), 6) for p in ax.patches] == [0.85, 0.6]  # the network's means per split
+    (lines,) = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_label() == "ceil (ceiling)"]
+    ys = sorted(round(float(seg[0][1]), 6) for seg in lines.get_segments())
+    assert ys == [0.85]  # first split's line carries the label; the second is its own collection
+    all_ys = sorted(round(float(seg[0][1]), 6) for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments())
+    assert 0.6 in all_ys and 0.85 in all_ys

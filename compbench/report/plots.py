@@ -405,10 +405,51 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
         groups = {r["group"] for r in records if param in (r.get("sweep") or {})}
         yield (f"sweep-{param}", f"held-out score and additivity against {SWEEP_PARAMS[param].split(' (')[0]}",
                sweep_curves([r for r in records if r["group"] in groups], param))
+    ceilings = [m for m, tags in (getattr(loaded, "tags", None) or {}).items() if "ceiling" in tags]
+    if ceilings:
+        tasks = [t.id for t in loaded.suite.tasks if any(r["task"] == t.id for r in records)]
+        yield ("scores", "held-out score per split and model, with the theory's ceiling (models tagged `ceiling`)",
+               split_scores(records, tasks, ceilings))
     cd = [t.id for t in loaded.suite.tasks if t.family == "context_dependence"]
     if any(r["task"] in cd for r in records):
         yield ("cd-blocks", "context dependence: held-out accuracy per held-out block",
                cd_blocks([r for r in records if r["task"] in cd], cd))
+
+
+def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence[str]):  # type: ignore[no-untyped-def]
+    """Held-out score per task (split) and model: networks as bars (mean ± std over seeds), `ceilings` as lines.
+
+    A ceiling is a model the suite tags `ceiling` (e.g. the module-additive kernel: the best a kernel
+    model can do on held-out combinations), drawn across each task's group of bars.
+    """
+    plt = _plt()
+    ok = _ok(records)
+    metric = "heldout_acc" if any("heldout_acc" in r for r in ok) else "heldout_r2"
+    models = [m for m in dict.fromkeys(r["model"] for r in ok) if m not in ceilings]
+    colors = model_colors(list(dict.fromkeys(r["model"] for r in ok)))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(tasks) + 2.5), 4.4), layout="constrained")
+    width = 0.8 / max(1, len(models))
+    for j, model in enumerate(models):
+        means, stds = [], []
+        for task in tasks:
+            vals = [r[metric] for r in ok if r["model"] == model and r["task"] == task and r.get(metric) is not None]
+            means.append(float(np.mean(vals)) if vals else math.nan)
+            stds.append(float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0)
+        xs = np.arange(len(tasks)) - 0.4 + width * (j + 0.5)
+        ax.bar(xs, means, width * 0.9, yerr=stds, capsize=2, color=colors.get(model, f"C{j % 10}"), label=model)
+    for k, ceiling in enumerate(ceilings):
+        for i, task in enumerate(tasks):
+            vals = [r[metric] for r in ok if r["model"] == ceiling and r["task"] == task and r.get(metric) is not None]
+            if vals:
+                ax.hlines(float(np.mean(vals)), i - 0.45, i + 0.45, colors="black", linestyles=("--", ":")[k % 2], lw=1.6,
+                          label=f"{ceiling} (ceiling)" if i == 0 else None, zorder=4)
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylabel("held-out accuracy" if metric == "heldout_acc" else "held-out R²")
+    ax.set_ylim(bottom=max(-1.0, min(0.0, ax.get_ylim()[0])))
+    ax.set_title("held-out score per split; dashed: the theory's ceiling", fontsize=10)
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
+    return fig
 
 
 def _digest(loaded: Any, records: list[Record]) -> str:
