@@ -28,7 +28,6 @@ cells' one-hot codes). A batch with no columns after the latent trains a plain n
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any, Literal
 
 import numpy as np
@@ -156,11 +155,6 @@ class HypernetParams(AdapterParams):
     dtype: Literal["float32", "float64"] = "float32"
 
 
-def _targets(batch: Batch) -> np.ndarray:
-    """What the network regresses: (n,) for a scalar task, else (n, K) (one-hot rows for classes)."""
-    return batch.target_matrix() if batch.vector_output else np.asarray(batch.y, dtype=np.float64)
-
-
 @register_adapter("hypernet")
 class HypernetAdapter(Adapter):
     """Linear hypernetwork (latent → hidden weights), trained with Adam; seeds train together."""
@@ -174,53 +168,22 @@ class HypernetAdapter(Adapter):
         """Train one hypernetwork per seed (stacked) and predict `evaluate`; eNTK and f_0 per seed."""
         import torch
 
-        from compbench.training.stacked_modules import ModuleStack, train_module_stack
+        from compbench.adapters.stacked import fit_module_stack, stack_inputs
 
         p = self.params
         latent = latent_width(train, p.latent_dim)
-        if latent_width(evaluate, latent) != latent or evaluate.x.shape[1:] != train.x.shape[1:]:
+        if latent_width(evaluate, latent) != latent:
             raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
         dtype = torch.float64 if p.dtype == "float64" else torch.float32
-        x_tr = torch.as_tensor(train.x.reshape(len(train), -1), dtype=dtype, device=self.device)
-        x_ev = torch.as_tensor(evaluate.x.reshape(len(evaluate), -1), dtype=dtype, device=self.device)
-        y_tr = torch.as_tensor(_targets(train), dtype=dtype, device=self.device)
+        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)
         n_out, flat = train.n_outputs, not train.vector_output
         members = []
         for s in seeds:
             m = hypernet_module(latent, x_tr.shape[1] - latent, p.width, p.layers, n_out, flat).to(dtype=dtype)
             m.init_(s, p.init_scale)  # drawn in float64, rounded once to the network's dtype
             members.append(m.to(device=self.device))
-        stack = ModuleStack(members)
-        f0_tr = stack.predict(x_tr).double().cpu().numpy()
-        f0_ev = stack.predict(x_ev).double().cpu().numpy()
-        kernels: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seeds)
-        ntk_seconds = [0.0] * len(seeds)
-        if p.theory == "empirical":
-            from compbench.theory import empirical_ntk
-
-            for i, m in enumerate(members):  # the members are the networks at init (the stack holds copies)
-                t0 = time.perf_counter()
-                kw = {"outputs": p.ntk_outputs, "max_memory": p.ntk_max_memory}
-                kernels[i] = (
-                    empirical_ntk(m, x_tr, **kw).cpu().numpy(),
-                    empirical_ntk(m, x_ev, x_tr, **kw).cpu().numpy(),
-                )
-                ntk_seconds[i] = time.perf_counter() - t0
-        result = train_module_stack(stack, x_tr, y_tr, seeds=list(seeds), lr=p.lr, steps=p.steps, batch_size=p.batch_size)
-        preds = stack.predict(x_ev).double().cpu().numpy()
-        fitted = []
-        for i in range(len(seeds)):
-            info: dict[str, Any] = {
-                "steps": result.steps, "train_loss": result.final_loss[i], "latent_dim": latent,
-                "train_seconds": round(result.seconds, 3), "ntk_seconds": round(ntk_seconds[i], 3),
-            }
-            if train.vector_output:
-                info["ntk_outputs"] = p.ntk_outputs if p.theory == "empirical" else "none"
-            error = None
-            if result.diverged[i] or not np.all(np.isfinite(preds[i])):
-                error = f"training diverged (non-finite loss {result.final_loss[i]}) within {result.steps} steps"
-            fitted.append(Fitted(preds[i], f0_tr[i], f0_ev[i], info, error, kernels[i]))
-        return fitted
+        return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs=p.ntk_outputs,
+                                vector_output=train.vector_output, info={"latent_dim": latent})
 
     def theory_options(self) -> dict[str, Any]:
         """MSE training from f_0: min-norm kernel regression on the eNTK."""

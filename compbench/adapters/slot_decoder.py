@@ -23,7 +23,6 @@ of each hidden layer), so it is off by default.
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any, Literal
 
 import numpy as np
@@ -131,56 +130,21 @@ class SlotDecoderAdapter(Adapter):
         """Train one decoder per seed (stacked) and predict `evaluate`; eNTK and f_0 per seed."""
         import torch
 
-        from compbench.training.stacked_modules import ModuleStack, train_module_stack
+        from compbench.adapters.stacked import fit_module_stack, stack_inputs
 
         p = self.params
         width = int(np.prod(train.x.shape[1:]))
         if width % p.slots:
             raise ValueError(f"inputs of {width} columns do not split into {p.slots} equal slots")
-        if evaluate.x.shape[1:] != train.x.shape[1:]:
-            raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
         dtype = torch.float64 if p.dtype == "float64" else torch.float32
-        x_tr = torch.as_tensor(train.x.reshape(len(train), -1), dtype=dtype, device=self.device)
-        x_ev = torch.as_tensor(evaluate.x.reshape(len(evaluate), -1), dtype=dtype, device=self.device)
-        targets = train.target_matrix() if train.vector_output else np.asarray(train.y, dtype=np.float64)
-        y_tr = torch.as_tensor(targets, dtype=dtype, device=self.device)
+        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)
         n_out, flat = train.n_outputs, not train.vector_output
         members = []
         for s in seeds:
             m = slot_decoder_module(width // p.slots, p.slots, p.width, p.depth, n_out, p.share, flat).to(dtype=dtype)
             m.init_(s, p.init_scale)  # drawn in float64, rounded once to the network's dtype
             members.append(m.to(device=self.device))
-        stack = ModuleStack(members)
-        f0_tr = stack.predict(x_tr).double().cpu().numpy()
-        f0_ev = stack.predict(x_ev).double().cpu().numpy()
-        kernels: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seeds)
-        ntk_seconds = [0.0] * len(seeds)
-        if p.theory == "empirical":
-            from compbench.theory import empirical_ntk
-
-            for i, m in enumerate(members):  # the members are the networks at init (the stack holds copies)
-                t0 = time.perf_counter()
-                kw = {"outputs": "trace", "max_memory": p.ntk_max_memory}
-                kernels[i] = (
-                    empirical_ntk(m, x_tr, **kw).cpu().numpy(),
-                    empirical_ntk(m, x_ev, x_tr, **kw).cpu().numpy(),
-                )
-                ntk_seconds[i] = time.perf_counter() - t0
-        result = train_module_stack(stack, x_tr, y_tr, seeds=list(seeds), lr=p.lr, steps=p.steps, batch_size=p.batch_size)
-        preds = stack.predict(x_ev).double().cpu().numpy()
-        fitted = []
-        for i in range(len(seeds)):
-            info: dict[str, Any] = {
-                "steps": result.steps, "train_loss": result.final_loss[i],
-                "train_seconds": round(result.seconds, 3), "ntk_seconds": round(ntk_seconds[i], 3),
-            }
-            if train.vector_output:
-                info["ntk_outputs"] = "trace" if p.theory == "empirical" else "none"
-            error = None
-            if result.diverged[i] or not np.all(np.isfinite(preds[i])):
-                error = f"training diverged (non-finite loss {result.final_loss[i]}) within {result.steps} steps"
-            fitted.append(Fitted(preds[i], f0_tr[i], f0_ev[i], info, error, kernels[i]))
-        return fitted
+        return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs="trace", vector_output=train.vector_output)
 
     def theory_options(self) -> dict[str, Any]:
         """MSE training from f_0: min-norm kernel regression on the eNTK."""

@@ -1,0 +1,76 @@
+"""Shared fit of the adapters whose seeds train as one `ModuleStack` (hypernet, slot_decoder)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from compbench.adapters.base import Batch, Fitted
+
+if TYPE_CHECKING:
+    import torch
+
+
+def stack_inputs(train: Batch, evaluate: Batch, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flat training inputs, evaluation inputs and regression targets (one-hot rows for classes) as tensors."""
+    import torch
+
+    if evaluate.x.shape[1:] != train.x.shape[1:]:
+        raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
+    x_tr = torch.as_tensor(train.x.reshape(len(train), -1), dtype=dtype, device=device)
+    x_ev = torch.as_tensor(evaluate.x.reshape(len(evaluate), -1), dtype=dtype, device=device)
+    y_tr = torch.as_tensor(train.regression_targets(), dtype=dtype, device=device)
+    return x_tr, x_ev, y_tr
+
+
+def fit_module_stack(
+    members: list[torch.nn.Module],
+    x_tr: torch.Tensor,
+    x_ev: torch.Tensor,
+    y_tr: torch.Tensor,
+    seeds: list[int],
+    p: Any,
+    *,
+    ntk_outputs: str,
+    vector_output: bool,
+    info: dict[str, Any] | None = None,
+) -> list[Fitted]:
+    """f_0, each seed's empirical NTK at init (`p.theory`), stacked Adam training and one Fitted per seed.
+
+    `p` carries theory, ntk_max_memory, lr, steps and batch_size; `info` is added to every seed's info.
+    """
+    from compbench.training.stacked_modules import ModuleStack, train_module_stack
+
+    stack = ModuleStack(members)
+    f0_tr = stack.predict(x_tr).double().cpu().numpy()
+    f0_ev = stack.predict(x_ev).double().cpu().numpy()
+    kernels: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seeds)
+    ntk_seconds = [0.0] * len(seeds)
+    if p.theory == "empirical":
+        from compbench.theory import empirical_ntk
+
+        for i, m in enumerate(members):  # the members are the networks at init (the stack holds copies)
+            t0 = time.perf_counter()
+            kw = {"outputs": ntk_outputs, "max_memory": p.ntk_max_memory}
+            kernels[i] = (
+                empirical_ntk(m, x_tr, **kw).cpu().numpy(),
+                empirical_ntk(m, x_ev, x_tr, **kw).cpu().numpy(),
+            )
+            ntk_seconds[i] = time.perf_counter() - t0
+    result = train_module_stack(stack, x_tr, y_tr, seeds=list(seeds), lr=p.lr, steps=p.steps, batch_size=p.batch_size)
+    preds = stack.predict(x_ev).double().cpu().numpy()
+    fitted = []
+    for i in range(len(seeds)):
+        seed_info: dict[str, Any] = {
+            "steps": result.steps, "train_loss": result.final_loss[i], **(info or {}),
+            "train_seconds": round(result.seconds, 3), "ntk_seconds": round(ntk_seconds[i], 3),
+        }
+        if vector_output:
+            seed_info["ntk_outputs"] = ntk_outputs if p.theory == "empirical" else "none"
+        error = None
+        if result.diverged[i] or not np.all(np.isfinite(preds[i])):
+            error = f"training diverged (non-finite loss {result.final_loss[i]}) within {result.steps} steps"
+        fitted.append(Fitted(preds[i], f0_tr[i], f0_ev[i], seed_info, error, kernels[i]))
+    return fitted
