@@ -420,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
     args = build_parser().parse_args(argv)
     _apply_limits(args)
+    from compbench.runner.memory import keep_freed_memory
+
+    keep_freed_memory()  # training's large blocks are reused, not page-faulted back in every step
     with _fewer_full_collections():
         return _dispatch(args)
 

@@ -227,7 +227,7 @@ def test_lr_ntk_sets_the_learning_rate_from_the_ntk_and_lanczos_agrees_with_eigv
     net = model._init(0, (1, 8, 16))
     x = torch.as_tensor(enc.train.x)
     assert _largest_eigenvalue(net, x, chunk=4) == pytest.approx(lam, rel=1e-3)
-    # several seeds with lr_ntk train one by one: each has its own learning rate
+    # several seeds with lr_ntk (stacked under SGD): each has its own learning rate
     two = model.fit_seeds(enc.train, enc.evaluate, [0, 1])
     assert two[0].info["lr"] == pytest.approx(fit.info["lr"], rel=1e-12) and two[0].info["lr"] != two[1].info["lr"]
 

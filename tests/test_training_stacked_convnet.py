@@ -225,3 +225,55 @@ def test_adapter_vectorised_equals_one_by_one():
         }
         assert b.info["stacked_seeds"] in (1, 2)
         assert set(a.info) <= set(b.info)
+
+
+def test_members_with_their_own_learning_rates_equal_solo_runs():
+    # SGD with momentum and weight decay: member i at lr_i is its seed trained alone at lr_i.
+    x, y = data(torch.float64)
+    lrs = [1e-3, 4e-3, 2.5e-4]
+    stacked = StackedConvNet(nets(SEEDS, torch.float64))
+    train_stacked_convnet(stacked, x, y, seeds=SEEDS, lrs=lrs, **SGD)
+    solo = [solo_runs([s], torch.float64, x, y, **dict(SGD, lr=lr))[0] for s, lr in zip(SEEDS, lrs)]
+    check_members(stacked, solo, x, tol=1e-9)
+    # and not what one shared rate gives: the rates reach the members
+    shared = solo_runs(SEEDS, torch.float64, x, y, **SGD)
+    assert rel(stacked.member_state_dict(1), shared[1][0].state_dict()) > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("lrs", "kw", "message"),
+    [([1e-3, 1e-3], SGD, "3 members but 2 learning rates"),
+     ([1e-3, 0.0, 1e-3], SGD, "positive and finite"),
+     ([1e-3] * 3, ADAM, "need optimizer sgd")],
+)
+def test_per_member_learning_rates_are_checked(lrs, kw, message):
+    x, y = data(torch.float64)
+    with pytest.raises(ValueError, match=message):
+        train_stacked_convnet(StackedConvNet(nets(SEEDS, torch.float64)), x, y, seeds=SEEDS, lrs=lrs, **kw)
+
+
+def test_lr_ntk_seeds_train_stacked_and_equal_one_by_one():
+    from compbench.encodings import encode
+    from compbench.tasks import make_task
+
+    enc = encode("digits", make_task("additive", anchors=[[0, 4], [0, 4]]), samples_per_cell=1)
+    common = dict(width=0.125, epochs=3, batch_size=4096, optimizer="sgd", momentum=0.9, lr_ntk=0.5,
+                  batchnorm=False, center=True, output_scale=10.0)
+    one = ConvNetAdapter(ConvNetParams(**common, vectorize=False)).fit_seeds(enc.train, enc.evaluate, SEEDS)
+    many = ConvNetAdapter(ConvNetParams(**common)).fit_seeds(enc.train, enc.evaluate, SEEDS)
+    assert len({a.info["lr"] for a in one}) == 3  # each seed its own rate, from its own NTK
+    for a, b in zip(one, many):
+        assert b.info["stacked_seeds"] == 3 and "stacked_seeds" not in a.info
+        assert b.info["lr"] == a.info["lr"]
+        np.testing.assert_array_equal(a.kernels[0], b.kernels[0])
+        np.testing.assert_allclose(b.predictions, a.predictions, rtol=1e-4, atol=1e-4 * np.abs(a.predictions).max())
+        assert np.abs(a.predictions - a.initial_eval).max() > 1e-2  # it trained
+
+
+def test_lr_ntk_with_adam_trains_one_by_one():
+    from compbench.encodings import encode
+    from compbench.tasks import make_task
+
+    enc = encode("digits", make_task("additive", anchors=[[0, 4], [0, 4]]), samples_per_cell=1)
+    fits = ConvNetAdapter(ConvNetParams(width=0.125, epochs=1, optimizer="adam", lr_ntk=0.5)).fit_seeds(enc.train, enc.evaluate, [0, 1])
+    assert all("stacked_seeds" not in f.info for f in fits) and fits[0].info["lr"] != fits[1].info["lr"]

@@ -20,9 +20,9 @@ lr: 1.0e-3, batch_size: 64, steps: 200, loss: categorical_hinge}`. (Keras' Adam 
 PyTorch's 1e-8.)
 
 All seeds of a cell train at once as one grouped model (compbench.training.stacked_convnet), each
-with its own initialisation and data order, so a seed's result is the one it gets trained alone
-(`vectorize: false`), up to float rounding; f_0 and the empirical NTK at init are per seed as in
-every deep adapter.
+with its own initialisation and data order (and, with `lr_ntk` under SGD, its own learning rate),
+so a seed's result is the one it gets trained alone (`vectorize: false`), up to float rounding; f_0
+and the empirical NTK at init are per seed as in every deep adapter.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ class ConvNetParams(NetworkParams):
     lr: float = Field(default=1e-4, gt=0)
     momentum: float = Field(default=0.9, ge=0, lt=1)
     vectorize: bool = Field(
-        default=True, description="train all seeds of a cell as one grouped model (false, or lr_ntk set: one by one)"
+        default=True,
+        description="train all seeds of a cell as one grouped model (false, or lr_ntk with adam: one by one)",
     )
     seeds_per_batch: int | None = Field(
         default=None, ge=1, description="seeds trained together at most, to bound memory (default: all)"
@@ -162,7 +163,8 @@ class ConvNetAdapter(NetworkAdapter):
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train the seeds together (`vectorize`), in groups of `seeds_per_batch`; else one by one."""
         p = self.params
-        if not p.vectorize or p.lr_ntk is not None:  # lr_ntk: every seed its own learning rate
+        if not p.vectorize or (p.lr_ntk is not None and p.optimizer != "sgd"):
+            # Adam's step is not linear in the learning rate, so lr_ntk's per-seed rates need one net each.
             return super().fit_seeds(train, evaluate, seeds)
         from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet
 
@@ -181,10 +183,13 @@ class ConvNetAdapter(NetworkAdapter):
                 reference=[net.net0 for net in nets] if p.center else None,
                 scale=p.output_scale,
             )
-            results = train_stacked_convnet(stacked, x_tr, y_tr, seeds=group, **self._train_options())
+            options = [self._train_options(state) for state in at_init]  # lr_ntk: each seed's own lr
+            shared = {key: value for key, value in options[0].items() if key != "lr"}
+            lrs = [o["lr"] for o in options] if p.lr_ntk is not None else None
+            results = train_stacked_convnet(stacked, x_tr, y_tr, seeds=group, lr=p.lr, lrs=lrs, **shared)
             for i, net in enumerate(nets):
                 net.net.load_state_dict(stacked.member_state_dict(i))
-                fit = self._fitted(net, results[i], x_ev, at_init[i], p.lr)
+                fit = self._fitted(net, results[i], x_ev, at_init[i], options[i]["lr"])
                 fit.info["stacked_seeds"] = len(group)  # train_seconds is the shared wall time of the group
                 fitted.append(fit)
             del stacked

@@ -20,6 +20,7 @@ from typing import Any
 from compbench.runner.cells import Job, PreparedTask
 from compbench.suite import ModelSpec
 from compbench.runner.execute import failed_records, run_job
+from compbench.runner.memory import keep_freed_memory
 
 
 class ExecutorUnavailableError(RuntimeError):
@@ -50,6 +51,7 @@ def _worker_init(tasks: dict[str, PreparedTask]) -> None:
     # Tasks arrive once per worker (not once per job), so their encodings and additivity fits
     # are built once per process.
     _WORKER_TASKS.update(tasks)
+    keep_freed_memory()  # inherited from a forked parent; a Ray worker starts without it
     # One BLAS/torch thread per worker process: workers already use every core together.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     try:

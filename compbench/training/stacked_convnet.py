@@ -337,6 +337,35 @@ class StackedConvNet(nn.Module):
                 own[key].copy_(value)
 
 
+def _member_rates(lrs: Sequence[float] | None, k: int, optimizer: str, device: torch.device) -> torch.Tensor | None:
+    """Per-member learning rates as a (k,) float64 tensor, or None for one shared `lr`."""
+    if lrs is None:
+        return None
+    if len(lrs) != k:
+        raise ValueError(f"{k} members but {len(lrs)} learning rates")
+    if optimizer != "sgd":
+        raise ValueError(f"per-member learning rates need optimizer sgd (Adam's step is not linear in them), got {optimizer!r}")
+    if not all(math.isfinite(r) and r > 0 for r in lrs):
+        raise ValueError(f"learning rates must be positive and finite, got {list(lrs)}")
+    return torch.tensor([float(r) for r in lrs], dtype=torch.float64, device=device)
+
+
+@torch.no_grad()
+def _scale_gradients(params: list[torch.Tensor], rates: torch.Tensor, weight_decay: float) -> None:
+    """g_i ← lr_i · (g_i + wd · p_i) for each member row i, before an SGD step at lr 1 without weight decay.
+
+    SGD's momentum buffer is linear in the gradients, buf ← μ·buf + g, so with each member's
+    gradients scaled by its constant lr_i the buffer is lr_i times member i's own, and p ← p − buf
+    is member i's step at its own learning rate (weight decay and all), up to float rounding.
+    """
+    for p in params:
+        if p.grad is None:
+            continue
+        if weight_decay:
+            p.grad.add_(p, alpha=weight_decay)
+        p.grad.mul_(rates.to(p.grad.dtype).view(-1, *([1] * (p.dim() - 1))))
+
+
 def _snapshot(model: StackedConvNet, i: int) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.member_state_dict(i).items()}
 
@@ -357,19 +386,25 @@ def train_stacked_convnet(
     loss_tol: float = 0.0,
     amp: bool = True,
     steps: int | None = None,
+    lrs: Sequence[float] | None = None,
 ) -> list[MinibatchResult]:
     """Train every member in place as `train_minibatch(member i, x, y, seed=seeds[i], …)` would.
 
     Targets as `train_minibatch`: (n,), (n, K) for vector MSE, integer classes (n,) for the class losses;
-    `steps` replaces `epochs` by a budget of optimizer steps (the same for every member). One result
-    per member; its `seconds` is the wall time of the stacked run until that member stopped.
+    `steps` replaces `epochs` by a budget of optimizer steps (the same for every member). `lrs` gives
+    each member its own SGD learning rate (`lr` is then unused). One result per member; its
+    `seconds` is the wall time of the stacked run until that member stopped.
     """
     start = time.perf_counter()
     k = model.k
     if len(seeds) != k:
         raise ValueError(f"{k} members but {len(seeds)} seeds")
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
+    rates = _member_rates(lrs, k, optimizer, x.device)
+    if rates is None:
+        opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
+    else:  # the rates and the weight decay go into the gradients: see _scale_gradients
+        opt = make_optimizer(params, optimizer, 1.0, momentum, 0.0)
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
     autocast, scaler = _autocast(x.device, amp)
     member_loss = torch.vmap(partial(loss_fn, loss))  # loss_fn itself, per member: same values as alone
@@ -432,6 +467,10 @@ def train_stacked_convnet(
                 for p in params:
                     if p.grad is not None:
                         p.grad.index_fill_(0, gone, 0.0)
+            if rates is not None:
+                if scaler is not None:
+                    scaler.unscale_(opt)
+                _scale_gradients(params, rates, weight_decay)
             if scaler is not None:
                 scaler.step(opt)
                 scaler.update()
