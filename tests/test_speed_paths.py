@@ -204,3 +204,19 @@ def test_sweep_params_copy_is_deep_and_equal():
     assert out["a"] is not data["a"] and out["a"][1] is not data["a"][1] and out["tags"] is not data["tags"]
     out["a"][1]["b"].append(3)
     assert data["a"][1]["b"] == [2.5, None, True, "x"]
+
+
+def test_a_cached_run_imports_neither_pandas_nor_scipy_nor_torch(tmp_path):
+    # Each costs a cached run 0.2 s or more of imports; only computing or writing needs them.
+    from tests.test_cli import TINY
+
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY.replace("  - id: lazy\n    adapter: mlp\n    params: {width: 256, init_scale: 1.0, lr: 0.02, max_steps: 3000, loss_tol: 1.0e-3}\n", ""))
+    args = ["run", "--suite", str(suite), "--out", str(tmp_path / "out"), "--quiet", "--device", "cpu"]
+    code = ("import sys; from compbench.cli import main; code = main(sys.argv[1:]); "
+            "print(code, *(m in sys.modules for m in ('pandas', 'scipy', 'sklearn', 'torch', 'matplotlib')))")
+    first = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, check=True)
+    assert first.stdout.split()[-6:][0] == "0" and "True" in first.stdout.split()[-5:]  # the first run computes and writes
+    again = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, check=True)
+    assert "0 cells run, 2 reused from the cache" in again.stdout
+    assert again.stdout.split()[-6:] == ["0", "False", "False", "False", "False", "False"]

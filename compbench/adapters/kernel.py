@@ -24,7 +24,6 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-import scipy.linalg
 from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted, InvalidModelError
@@ -173,6 +172,8 @@ class KernelAdapter(Adapter):
         if p.objective in ("min_norm", "ridge"):
             # Solved in the dual with LAPACK's SVD least squares: an independent path from the
             # theory engine's solver, so "model == theory" is a real check of both.
+            import scipy.linalg  # here, not at the top: 0.2 s of every cached run's imports
+
             alpha, *_ = scipy.linalg.lstsq(K_tr + p.ridge * np.eye(len(K_tr)), y_tr, lapack_driver="gelsd")
             preds = K_ev @ alpha
         elif p.objective == "svm":

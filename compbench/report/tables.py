@@ -7,11 +7,13 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from tabulate import tabulate
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal leaderboard needs none
+    import pandas as pd
 
 from compbench import __version__
 from compbench.scoring.expectations import Verdict
@@ -287,6 +289,8 @@ def leaderboard_frame(records: list[dict[str, Any]], tasks: list[str], expected:
     """The leaderboard as one typed row per (model, task) cell, for leaderboard.csv."""
     _, cells = leaderboard_cells(records, tasks, expected)
     columns = list(CellStats.__dataclass_fields__)
+    import pandas as pd
+
     frame = pd.DataFrame([asdict(c) for c in cells.values()], columns=columns)
     return frame.astype({"n_ok": int, "n_error": int, "n_skipped": int, "n_members": int,
                          "beats_kernel": bool, "best": bool, "is_sweep": bool,
@@ -439,6 +443,8 @@ def theory_frame(
 ) -> pd.DataFrame:
     """The theory table as typed rows, for theory.csv (r2_note says when theory_r2_mean means nothing)."""
     columns = list(TheoryStats.__dataclass_fields__)
+    import pandas as pd
+
     frame = pd.DataFrame([asdict(s) for s in theory_stats(records, tasks, expected, heldout)], columns=columns)
     floats = [c for c, f in TheoryStats.__dataclass_fields__.items() if f.type == "float"]
     return frame.astype({"worst_of": int, "n_heldout": int, **{c: float for c in floats}})
@@ -568,4 +574,6 @@ def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
         for k, v in (r.get("info") or {}).items():
             row[f"info.{k}"] = v
         rows.append(row)
+    import pandas as pd
+
     return pd.DataFrame(rows)
