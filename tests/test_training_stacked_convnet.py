@@ -277,3 +277,31 @@ def test_lr_ntk_with_adam_trains_one_by_one():
     enc = encode("digits", make_task("additive", anchors=[[0, 4], [0, 4]]), samples_per_cell=1)
     fits = ConvNetAdapter(ConvNetParams(width=0.125, epochs=1, optimizer="adam", lr_ntk=0.5)).fit_seeds(enc.train, enc.evaluate, [0, 1])
     assert all("stacked_seeds" not in f.info for f in fits) and fits[0].info["lr"] != fits[1].info["lr"]
+
+
+def test_centred_members_without_batchnorm_reuse_the_references_outputs_and_equal_solo():
+    # No BatchNorm: the frozen reference's output on a sample never changes, so the stack computes
+    # it once; minibatches in each member's own order and a member stopping early still match solo.
+    x, y = data(torch.float64)
+    plain = ConvNetAdapter(ConvNetParams(width=0.125, batchnorm=False))
+    members = [scalar_module(plain._init(s, SHAPE).net.double(), center=True, scale=3.0) for s in SEEDS]
+    stacked = StackedConvNet([m.net for m in members], reference=[m.net0 for m in members], scale=3.0)
+    assert stacked.static_reference
+    calls = []
+    stacked.reference.register_forward_hook(lambda *_: calls.append(1))
+    kw = dict(SGD, epochs=4)
+    tol, expected = staggered_tol([r.loss_history for _, r in solo_runs(SEEDS, torch.float64, x, y, init=[copy.deepcopy(m) for m in members], **kw)])
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, **dict(kw, loss_tol=tol))
+    assert len(calls) == 3  # once per sample: 24 in chunks of the batch size 8, not once per step (≥ 9 steps)
+    solo = solo_runs(SEEDS, torch.float64, x, y, init=members, **dict(kw, loss_tol=tol))
+    assert [r.epochs if r.converged else None for r in results] == expected
+    for i, (m, _) in enumerate(solo):
+        assert rel(stacked.member_state_dict(i), m.net.state_dict()) < 1e-9
+
+
+def test_a_reference_with_batchnorm_is_run_every_step():
+    members = [scalar_module(net, center=True) for net in nets(SEEDS[:2], torch.float64)]
+    stacked = StackedConvNet([m.net for m in members], reference=[m.net0 for m in members])
+    assert not stacked.static_reference
+    with pytest.raises(ValueError, match="BatchNorm"):
+        stacked.reference_outputs(data(torch.float64)[0], 8)

@@ -302,20 +302,36 @@ class StackedConvNet(nn.Module):
         """Number of members."""
         return self.body.k
 
-    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None) -> torch.Tensor:
+    @property
+    def static_reference(self) -> bool:
+        """Whether the reference's output on a sample is a fixed function of that sample alone
+        (no BatchNorm: its batch statistics and running averages would make it depend on the batch)."""
+        return self.reference is not None and not any(isinstance(m, _BatchNorm) for m in self.reference.layers)
+
+    def forward(self, x: torch.Tensor, members: torch.Tensor | None = None, reference_out: torch.Tensor | None = None) -> torch.Tensor:
         """Outputs (k_a, B) or (k_a, B, K): x is (k_a, B, C, H, W), one batch per member, or (B, C, H, W) shared.
 
         `members` (long, k_a) selects which members run (default: all k); the others' parameters are
-        not read.
+        not read. `reference_out`, the reference's outputs on these inputs computed earlier, saves
+        running it again (see `static_reference`).
         """
         if x.dim() == 4:
             x = x.unsqueeze(0).expand(self.k if members is None else len(members), *x.shape)
         out = self.body(x, members)
         if self.reference is not None:
-            with torch.no_grad():
-                ref = self.reference(x, members)
-            out = out - ref
+            if reference_out is None:
+                with torch.no_grad():
+                    reference_out = self.reference(x, members)
+            out = out - reference_out
         return out * self.scale if self.scale != 1.0 else out
+
+    @torch.no_grad()
+    def reference_outputs(self, x: torch.Tensor, chunk: int) -> torch.Tensor:
+        """Every member's reference output on every sample of x (n, C, H, W): (k, n) or (k, n, K), `chunk` samples at a time."""
+        if not self.static_reference:
+            raise ValueError("the reference has BatchNorm: its output depends on the batch, so it cannot be computed ahead")
+        parts = [self.reference(x[i : i + chunk].unsqueeze(0).expand(self.k, -1, *x.shape[1:])) for i in range(0, len(x), chunk)]
+        return torch.cat(parts, dim=1)
 
     def member_state_dict(self, i: int) -> dict[str, torch.Tensor]:
         """Member i's current parameters and buffers, as `nets[i].state_dict()` keys (views)."""
@@ -426,6 +442,17 @@ def train_stacked_convnet(
         members = torch.tensor(active, dtype=torch.long, device=x.device)
 
     model.train()
+    # A reference without BatchNorm gives each sample the same output at every step: computed once,
+    # it spares a forward pass of k networks per step (a third of a centred full-batch step's work).
+    reference = None
+    if model.static_reference:
+        with autocast:
+            reference = model.reference_outputs(x, max(batch_size, 1))
+    everyone = torch.arange(k, device=x.device)
+
+    def rows_of(running: torch.Tensor | None) -> torch.Tensor:
+        return (everyone if running is None else running).unsqueeze(1)
+
     for _ in range(epoch_budget(n, batch_size, epochs, steps)):
         if not active:
             break
@@ -437,7 +464,8 @@ def train_stacked_convnet(
                 break
             idx = torch.stack([plan[i][j] for i in active]).to(x.device)  # (k_a, B)
             with autocast:
-                out = model(x[idx], members)
+                ref = None if reference is None else reference[rows_of(members), idx]
+                out = model(x[idx], members, ref)
             target = y[idx]
             per = member_loss(shaped_output(loss, out, target), target)
             values = per.detach().tolist()
