@@ -129,3 +129,18 @@ def test_readme_suite_example_validates():
     assert [m.id for m in loaded.models] == [f"mlp[init_scale={v}]" for v in ("0.001", "0.01", "0.1", "1")]
     assert loaded.tags["mlp[init_scale=0.001]"] == {"networks", "rich-candidates"}
     assert [e.claim for e in loaded.suite.expectations] == ["slope_below_one", "above"]
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "categorical_hinge"])
+def test_a_class_loss_on_a_task_without_classes_is_a_validation_error(loss):
+    # Both class losses, one rule (compbench.losses): before, categorical_hinge on a scalar task
+    # validated and became an error record at run time.
+    text = (
+        "name: s\n"
+        "tasks:\n"
+        "  - {id: add, family: additive, params: {anchors: [[4], [4]]}, encoding: {name: digits}}\n"
+        "models:\n"
+        f"  - {{id: cnn, adapter: convnet, params: {{loss: {loss}}}}}\n"
+    )
+    msg = suite_error(text)
+    assert f"s.yaml:5: models[0].params: loss: {loss} needs a multiclass task, but task(s) 'add' are not" in msg

@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from compbench.adapters import get_adapter  # noqa: E402
-from compbench.adapters.mlp import MLPParams, loss_problem  # noqa: E402
+from compbench.adapters.mlp import MLPParams  # noqa: E402
+from compbench.losses import loss_problem  # noqa: E402
 from compbench.encodings.batch import Batch  # noqa: E402
 from compbench.encodings.onehot import onehot  # noqa: E402
 from compbench.tasks import make_task  # noqa: E402

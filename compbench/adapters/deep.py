@@ -38,9 +38,7 @@ from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 
-# Losses of K scores against integer classes (compbench.training.minibatch.CLASS_LOSSES; not
-# imported from there, which would import torch with the adapter registry).
-CLASS_LOSSES = ("cross_entropy", "categorical_hinge")
+from compbench.losses import CLASS_LOSSES
 
 if TYPE_CHECKING:
     import torch

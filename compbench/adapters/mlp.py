@@ -26,6 +26,7 @@ from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 from compbench.adapters.registry import register_adapter
+from compbench.losses import CLASS_LOSSES, loss_problem
 
 
 class MLPParams(AdapterParams):
@@ -59,25 +60,13 @@ class MLPParams(AdapterParams):
         return self
 
 
-def loss_problem(loss: str, task_kind: str) -> str | None:
-    """Why `loss` cannot train on a task of kind `task_kind` (classification|regression|multiclass), or None."""
-    if loss == "cross_entropy" and task_kind != "multiclass":
-        return f"loss: cross_entropy needs a multi-class task (integer classes), this one is {task_kind}; use loss: mse"
-    if loss == "logistic" and task_kind != "classification":
-        return (
-            f"loss: logistic needs a ±1 classification task (one output), this one is {task_kind}; use loss: mse"
-            + (" or cross_entropy" if task_kind == "multiclass" else "")
-        )
-    return None
-
-
 def _batch_problem(loss: str, batch: Batch) -> str | None:
     """`loss_problem` for the targets a batch actually carries."""
     if batch.n_classes:
         return loss_problem(loss, "multiclass")
     targets = f"{batch.n_outputs}-output" if batch.vector_output else "scalar"
-    if loss == "cross_entropy":
-        return f"loss: cross_entropy needs a multi-class task (integer classes), this one has {targets} targets; use loss: mse"
+    if loss in CLASS_LOSSES:
+        return f"loss: {loss} needs a multi-class task (integer classes), this one has {targets} targets; use loss: mse"
     if loss == "logistic" and batch.vector_output:
         return f"loss: logistic needs a ±1 classification task (one output), this one has {targets} targets; use loss: mse"
     return None  # logistic on a scalar task: ±1 targets are the suite validation's and the theory's check

@@ -131,6 +131,7 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
 def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
     """A max-margin (SVM) model or theory needs ±1 targets: on a regression task it cannot run."""
     from compbench.adapters import get_adapter
+    from compbench.losses import CLASS_LOSSES, loss_problem
 
     index = {e.id: i for i, e in enumerate(loaded.suite.models)}
     reported: set[str] = set()
@@ -142,12 +143,12 @@ def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], li
         except Exception:  # noqa: BLE001 — a plugin's theory_options is checked per cell at run time
             continue
         loss = getattr(m.params, "loss", None)
-        if loss == "cross_entropy":
-            scalar = [t.id for t in loaded.tasks_for(m) if kinds.get(t.id, (None, None))[0] in ("classification", "regression")]
+        if loss in CLASS_LOSSES:
+            scalar = [t.id for t in loaded.tasks_for(m) if loss_problem(loss, kinds.get(t.id, ("multiclass", None))[0])]
             if scalar:
                 reported.add(m.group)
                 issues.append(lines.issue(("models", index[m.group], "params"),
-                                          f"loss: cross_entropy needs a multiclass task, but task(s) {', '.join(repr(t) for t in scalar)} "
+                                          f"loss: {loss} needs a multiclass task, but task(s) {', '.join(repr(t) for t in scalar)} "
                                           "are not; use loss: mse / logistic, or limit the model's `tasks:`"))
             continue
         if objective != "svm":

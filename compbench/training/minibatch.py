@@ -23,11 +23,12 @@ from typing import Literal
 
 import torch
 
+from compbench.losses import CLASS_LOSSES
+
 __all__ = ["CLASS_LOSSES", "LOSSES", "MinibatchResult", "batches", "check_targets", "epoch_budget", "loss_fn", "make_optimizer", "predict", "shaped_output",
            "train_minibatch"]
 
 LOSSES = ("mse", "logistic", "cross_entropy", "categorical_hinge")
-CLASS_LOSSES = ("cross_entropy", "categorical_hinge")  # K scores per sample against integer classes
 
 
 @dataclass

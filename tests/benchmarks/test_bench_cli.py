@@ -1,6 +1,6 @@
 """Benchmarks (issue #17): the `compbench run` command as a user runs it, each time in a fresh process.
 
-    pytest tests/benchmarks/test_bench_cli.py --benchmark-only                  # both bundled suites
+    pytest tests/benchmarks/test_bench_cli.py --benchmark-only                  # every bundled suite
     pytest tests/benchmarks/test_bench_cli.py --benchmark-only -m "not slow"    # kernel-limits only
 
 Cold: an empty results directory (every cell trained, every report file written). Warm: the same
@@ -75,3 +75,12 @@ def test_cli_kernel_limits_images_warm(benchmark, tmp_path):
     compbench_run(tmp_path, "kernel-limits-images")
     _timed(benchmark, lambda: compbench_run(tmp_path, "kernel-limits-images"), rounds=3)
     assert "0 cells run" in benchmark.extra_info["summary_line"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite", ["redundant-input", "modular-teacher", "slot-decoder"])
+@pytest.mark.benchmark(group="cli-other-suites")
+def test_cli_other_suites_cold(benchmark, tmp_path, suite):
+    """The suites of #15 and #16, whose issues set their own limits (5, 6 and 6 minutes cold)."""
+    fresh = (tmp_path / f"cold{i}" for i in itertools.count())
+    _timed(benchmark, lambda: compbench_run(next(fresh), suite), rounds=1)

@@ -19,6 +19,9 @@ SEEDS, WIDTH, STEPS = 16, 1000, 300
 
 @pytest.fixture(scope="module")
 def data():
+    from compbench.runner.memory import keep_freed_memory
+
+    keep_freed_memory()  # as every compbench command does (both sides run under it)
     enc = encode("onehot", make_task("additive", anchors=[[0, 8], [0, 8]]))
     return torch.as_tensor(enc.train.x, dtype=torch.float32), torch.as_tensor(enc.train.y, dtype=torch.float32)
 
