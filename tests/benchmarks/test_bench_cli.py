@@ -23,13 +23,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def compbench_run(out: Path, suite: str, *extra: str) -> dict[str, float]:
-    """Run `compbench run --suite SUITE --out OUT --quiet EXTRA...` in a new process; its CPU seconds."""
+def compbench_run(out: Path, suite: str, *extra: str, codes: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """Run `compbench run --suite SUITE --out OUT --quiet EXTRA...` in a new process; its CPU seconds.
+
+    `codes`: the exit codes of a complete run (1: it ran, and some expectation failed)."""
     before = os.times()
     proc = subprocess.run([sys.executable, "-m", "compbench.cli", "run", "--suite", suite, "--out", str(out), "--quiet", *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
     after = os.times()
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.returncode in codes, proc.stdout[-2000:] + proc.stderr[-2000:]
     return {"user": after.children_user - before.children_user, "system": after.children_system - before.children_system,
             "stdout_tail": proc.stdout.strip().splitlines()[0]}
 
@@ -81,6 +83,8 @@ def test_cli_kernel_limits_images_warm(benchmark, tmp_path):
 @pytest.mark.parametrize("suite", ["redundant-input", "modular-teacher", "slot-decoder"])
 @pytest.mark.benchmark(group="cli-other-suites")
 def test_cli_other_suites_cold(benchmark, tmp_path, suite):
-    """The suites of #15 and #16, whose issues set their own limits (5, 6 and 6 minutes cold)."""
+    """The suites of #15 and #16, whose issues set their own limits (5, 6 and 6 minutes cold).
+
+    modular-teacher exits 1: two of its paper claims do not reproduce at this size (README)."""
     fresh = (tmp_path / f"cold{i}" for i in itertools.count())
-    _timed(benchmark, lambda: compbench_run(next(fresh), suite), rounds=1)
+    _timed(benchmark, lambda: compbench_run(next(fresh), suite, codes=(0, 1)), rounds=1)
