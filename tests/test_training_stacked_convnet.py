@@ -305,3 +305,34 @@ def test_a_reference_with_batchnorm_is_run_every_step():
     assert not stacked.static_reference
     with pytest.raises(ValueError, match="BatchNorm"):
         stacked.reference_outputs(data(torch.float64)[0], 8)
+
+
+def test_own_learning_rates_with_members_stopping_and_diverging_equal_solo():
+    # Member 1 at a rate that blows up, the others stopping early at their own epochs: each is its
+    # solo run, though the shared optimizer's momentum and weight decay go on moving stopped rows.
+    x, y = data(torch.float64)
+    lrs = [1e-3, 50.0, 2.5e-3]
+    kw = dict(SGD, epochs=8)
+    solo_free = [solo_runs([s], torch.float64, x, y, **dict(kw, lr=lr))[0] for s, lr in zip(SEEDS, lrs)]
+    assert [r.diverged for _, r in solo_free] == [False, True, False]
+    finite = [r.loss_history for i, (_, r) in enumerate(solo_free) if i != 1]
+    tol = min(c[4] for c in finite) * (1 + 1e-6)  # someone stops after epoch 5 at the latest
+    stacked = StackedConvNet(nets(SEEDS, torch.float64))
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, lrs=lrs, **dict(kw, loss_tol=tol))
+    solo = [solo_runs([s], torch.float64, x, y, **dict(kw, lr=lr, loss_tol=tol))[0] for s, lr in zip(SEEDS, lrs)]
+    assert [(r.steps, r.converged, r.diverged) for r in results] == [(r.steps, r.converged, r.diverged) for _, r in solo]
+    assert any(r.converged for r in results) and results[1].diverged
+    for i in (0, 2):
+        assert rel(stacked.member_state_dict(i), solo[i][0].state_dict()) < 1e-9
+
+
+def test_a_single_centred_member_without_batchnorm_equals_solo():
+    # One seed runs beside a ghost copy of itself; its precomputed reference rows must follow it.
+    x, y = data(torch.float64)
+    plain = ConvNetAdapter(ConvNetParams(width=0.125, batchnorm=False))
+    member = scalar_module(plain._init(5, SHAPE).net.double(), center=True, scale=2.0)
+    stacked = StackedConvNet([member.net], reference=[member.net0], scale=2.0)
+    assert stacked.static_reference
+    train_stacked_convnet(stacked, x, y, seeds=[5], **SGD)
+    (net, _), = solo_runs([5], torch.float64, x, y, init=[member], **SGD)
+    assert rel(stacked.member_state_dict(0), net.net.state_dict()) < 1e-9
