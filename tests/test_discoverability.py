@@ -129,6 +129,9 @@ def test_readme_suite_example_validates():
     assert [m.id for m in loaded.models] == [f"mlp[init_scale={v}]" for v in ("0.001", "0.01", "0.1", "1")]
     assert loaded.tags["mlp[init_scale=0.001]"] == {"networks", "rich-candidates"}
     assert [e.claim for e in loaded.suite.expectations] == ["slope_below_one", "above"]
+    full = parse_suite(block, "README.md", profile="full")  # its profile, as the comments describe it
+    assert {m.params.width for m in full.models} == {4096} and full.models[0].seeds == tuple(range(10))
+    assert full.suite.tasks[0].params == {"anchors": [[0, 4], [0, 4]]}
 
 
 @pytest.mark.parametrize("loss", ["cross_entropy", "categorical_hinge"])

@@ -115,6 +115,23 @@ def test_profile_overrides_params_and_seeds():
         parse_suite(text, "good.yaml", profile="fast")
 
 
+def test_profile_overrides_task_params():
+    text = GOOD + "profiles:\n  big:\n    task_params: {add: {anchors: [[0, 4], [0, 4]]}}\n"
+    default, big = parse_suite(text, "good.yaml"), parse_suite(text, "good.yaml", profile="big")
+    add = {t.id: t for t in big.suite.tasks}["add"]
+    assert add.params == {"anchors": [[0, 4], [0, 4]]} and {t.id: t for t in default.suite.tasks}["add"].params == {"anchors": [[4], [4]]}
+    # the task is built from the profile's params: the cells in rows or columns 0 and 4 of the 9 × 9
+    # grid train, 2·9 + 2·9 − 4 = 32, against 9 + 9 − 1 = 17 for the anchor 4 alone
+    from compbench.tasks import make_task
+
+    assert make_task("additive", **add.params).train_mask.sum() == 32
+    assert make_task("additive", anchors=[[4], [4]]).train_mask.sum() == 17
+    with pytest.raises(SuiteError, match=r"good.yaml:\d+: profiles.big.task_params.nope: profile names unknown task 'nope'"):
+        parse_suite(text.replace("{add: {anchors", "{nope: {anchors"), "good.yaml", profile="big")
+    with pytest.raises(SuiteError, match=r"good.yaml:6: tasks\[0\].params: anchor index 99 of component 0 is out of range 0..8 \(with profile 'big'\)"):
+        parse_suite(text.replace("anchors: [[0, 4], [0, 4]]", "anchors: [[0, 99], [0, 4]]"), "good.yaml", profile="big")
+
+
 def test_encoding_parameters_are_validated_with_file_line_and_field():
     found = issues_of(
         """\

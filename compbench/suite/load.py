@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,12 @@ def _apply_profile(data: dict[str, Any], name: str, lines: LineMap) -> None:
             raise SuiteError([lines.issue(("profiles", name, "params", model_id), f"profile names unknown model {model_id!r}")])
         entry = data["models"][ids.index(model_id)]
         entry["params"] = {**(entry.get("params") or {}), **overrides}
+    task_ids = [t.get("id") for t in data.get("tasks", []) if isinstance(t, dict)]
+    for task_id, overrides in profile.task_params.items():
+        if task_id not in task_ids:
+            raise SuiteError([lines.issue(("profiles", name, "task_params", task_id), f"profile names unknown task {task_id!r}")])
+        entry = data["tasks"][task_ids.index(task_id)]
+        entry["params"] = {**(entry.get("params") or {}), **overrides}
 
 
 def parse_suite(
@@ -246,6 +252,17 @@ def parse_suite(
             suite = Suite.model_validate(data)
     except ValidationError as exc:
         raise SuiteError(validation_issues(exc, lines, ())) from None
+    if profile is None:
+        return _check_suite(suite, lines, path)
+    try:
+        return _check_suite(suite, lines, path)
+    except SuiteError as exc:
+        # The line is the task's or model's own; the value that fails may be the profile's.
+        raise SuiteError([replace(i, message=f"{i.message} (with profile {profile!r})") for i in exc.issues]) from None
+
+
+def _check_suite(suite: Suite, lines: LineMap, path: Path | None) -> LoadedSuite:
+    """Every check after the schema: sizes, tasks, models and sweeps, inputs, expectations."""
     issues: list[SuiteIssue] = []
     _check_unique("tasks", [t.id for t in suite.tasks], lines, issues)
     _check_unique("models", [m.id for m in suite.models], lines, issues)

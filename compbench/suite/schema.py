@@ -180,12 +180,15 @@ class Expectation(BaseModel):
 
 
 class Profile(_Strict):
-    """Named overrides (e.g. `full` for GPU runs): seeds and per-model params."""
+    """Named overrides (e.g. `full` for GPU runs): seeds, per-model params and per-task params."""
 
     description: str = ""
     seeds: int | list[int] | None = None
     params: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="model id -> params merged over that model's params"
+    )
+    task_params: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="task id -> params merged over that task's family params"
     )
 
     _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))
