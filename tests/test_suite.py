@@ -111,6 +111,8 @@ def test_profile_overrides_params_and_seeds():
     mlp = [m for m in loaded.models if m.group == "m"]
     assert all(m.params.width == 64 and m.params.max_steps == 5 and m.seeds == (0, 1, 2, 3) for m in mlp)
     assert parse_suite(text, "good.yaml").models[1].params.width == 16
+    with pytest.raises(SuiteError, match=r"good.yaml:\d+: profiles.full.params.mm: profile names unknown model 'mm'"):
+        parse_suite(text.replace("{m: {width", "{mm: {width"), "good.yaml", profile="full")
     with pytest.raises(SuiteError, match="no profile 'fast' in this suite \\(profiles: full\\)"):
         parse_suite(text, "good.yaml", profile="fast")
 

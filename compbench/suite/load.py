@@ -222,18 +222,14 @@ def _apply_profile(data: dict[str, Any], name: str, lines: LineMap) -> None:
     profile = Profile.model_validate(profiles[name])
     if profile.seeds is not None:
         data["seeds"] = profile.seeds
-    ids = [m.get("id") for m in data.get("models", []) if isinstance(m, dict)]
-    for model_id, overrides in profile.params.items():
-        if model_id not in ids:
-            raise SuiteError([lines.issue(("profiles", name, "params", model_id), f"profile names unknown model {model_id!r}")])
-        entry = data["models"][ids.index(model_id)]
-        entry["params"] = {**(entry.get("params") or {}), **overrides}
-    task_ids = [t.get("id") for t in data.get("tasks", []) if isinstance(t, dict)]
-    for task_id, overrides in profile.task_params.items():
-        if task_id not in task_ids:
-            raise SuiteError([lines.issue(("profiles", name, "task_params", task_id), f"profile names unknown task {task_id!r}")])
-        entry = data["tasks"][task_ids.index(task_id)]
-        entry["params"] = {**(entry.get("params") or {}), **overrides}
+    for section, field, what, by_id in (("models", "params", "model", profile.params), ("tasks", "task_params", "task", profile.task_params)):
+        entries = [e for e in data.get(section, []) if isinstance(e, dict)]
+        ids = [e.get("id") for e in entries]
+        for entry_id, overrides in by_id.items():
+            if entry_id not in ids:
+                raise SuiteError([lines.issue(("profiles", name, field, entry_id), f"profile names unknown {what} {entry_id!r}")])
+            entry = entries[ids.index(entry_id)]
+            entry["params"] = {**(entry.get("params") or {}), **overrides}
 
 
 def parse_suite(
