@@ -33,8 +33,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
+from compbench.adapters.base import Batch
 from compbench.adapters.registry import register_adapter
+from compbench.adapters.stacked import StackedModuleAdapter, StackedModuleParams
 
 __all__ = ["HypernetAdapter", "HypernetParams", "hypernet_module", "latent_width"]
 
@@ -133,7 +134,7 @@ def _hypernet_class() -> type:
     return Hypernet
 
 
-class HypernetParams(AdapterParams):
+class HypernetParams(StackedModuleParams):
     """Hyperparameters of the linear hypernetwork student."""
 
     width: int = Field(default=32, ge=1, description="units per generated hidden layer")
@@ -151,43 +152,28 @@ class HypernetParams(AdapterParams):
     ntk_outputs: Literal["trace", "full"] = Field(
         default="trace", description="K outputs: the output-averaged eNTK or the full (n·K)² one"
     )
-    ntk_max_memory: int = Field(default=1 << 30, ge=1 << 20, description="bytes the NTK computation may hold at once")
-    dtype: Literal["float32", "float64"] = "float32"
 
 
 @register_adapter("hypernet")
-class HypernetAdapter(Adapter):
+class HypernetAdapter(StackedModuleAdapter):
     """Linear hypernetwork (latent → hidden weights), trained with Adam; seeds train together."""
 
     Params = HypernetParams
     params: HypernetParams
-    inputs = ("vector",)
-    tags = ("networks",)
 
-    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
-        """Train one hypernetwork per seed (stacked) and predict `evaluate`; eNTK and f_0 per seed."""
-        import torch
-
-        from compbench.adapters.stacked import fit_module_stack, stack_inputs
-
+    def member_builder(self, train: Batch, evaluate: Batch) -> tuple[Any, dict[str, Any]]:
+        """A hypernetwork on this batch's latent and x (the latent's width recorded in every seed's info)."""
         p = self.params
         latent = latent_width(train, p.latent_dim)
         if latent_width(evaluate, latent) != latent:
             raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
-        dtype = torch.float64 if p.dtype == "float64" else torch.float32
-        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)
+        x_dim = int(np.prod(train.x.shape[1:])) - latent
         n_out, flat = train.n_outputs, not train.vector_output
-        members = []
-        for s in seeds:
-            m = hypernet_module(latent, x_tr.shape[1] - latent, p.width, p.layers, n_out, flat).to(dtype=dtype)
-            m.init_(s, p.init_scale)  # drawn in float64, rounded once to the network's dtype
-            members.append(m.to(device=self.device))
-        return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs=p.ntk_outputs,
-                                vector_output=train.vector_output, info={"latent_dim": latent})
+        return (lambda: hypernet_module(latent, x_dim, p.width, p.layers, n_out, flat)), {"latent_dim": latent}
 
-    def theory_options(self) -> dict[str, Any]:
-        """MSE training from f_0: min-norm kernel regression on the eNTK."""
-        return {"objective": "min_norm"}
+    def ntk_outputs(self) -> str:
+        """`ntk_outputs` of the params: the output-averaged or the full eNTK."""
+        return self.params.ntk_outputs
 
     def theory_kernel_name(self) -> str:
         """'empirical_ntk' (or '..._full' for the full K-output kernel), or 'none'."""

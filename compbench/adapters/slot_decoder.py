@@ -28,8 +28,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
+from compbench.adapters.base import Batch
 from compbench.adapters.registry import register_adapter
+from compbench.adapters.stacked import StackedModuleAdapter, StackedModuleParams
 
 __all__ = ["SlotDecoderAdapter", "SlotDecoderParams", "slot_decoder_module"]
 
@@ -99,7 +100,7 @@ def _slot_decoder_class() -> type:
     return SlotDecoder
 
 
-class SlotDecoderParams(AdapterParams):
+class SlotDecoderParams(StackedModuleParams):
     """Hyperparameters of the slot-additive decoder."""
 
     slots: int = Field(default=2, ge=1, description="the input's columns split into this many equal groups")
@@ -113,42 +114,23 @@ class SlotDecoderParams(AdapterParams):
     theory: Literal["empirical", "none"] = Field(
         default="none", description="each seed's empirical NTK at init (with f_0; output-averaged for K outputs), or none"
     )
-    ntk_max_memory: int = Field(default=1 << 30, ge=1 << 20, description="bytes the NTK computation may hold at once")
-    dtype: Literal["float32", "float64"] = "float32"
 
 
 @register_adapter("slot_decoder")
-class SlotDecoderAdapter(Adapter):
+class SlotDecoderAdapter(StackedModuleAdapter):
     """Slot-additive decoder Σ_s φ(z_s), trained with Adam on minibatches; seeds train together."""
 
     Params = SlotDecoderParams
     params: SlotDecoderParams
-    inputs = ("vector",)
-    tags = ("networks",)
 
-    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
-        """Train one decoder per seed (stacked) and predict `evaluate`; eNTK and f_0 per seed."""
-        import torch
-
-        from compbench.adapters.stacked import fit_module_stack, stack_inputs
-
+    def member_builder(self, train: Batch, evaluate: Batch) -> tuple[Any, dict[str, Any]]:
+        """A decoder whose slots split this batch's columns equally."""
         p = self.params
         width = int(np.prod(train.x.shape[1:]))
         if width % p.slots:
             raise ValueError(f"inputs of {width} columns do not split into {p.slots} equal slots")
-        dtype = torch.float64 if p.dtype == "float64" else torch.float32
-        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)
         n_out, flat = train.n_outputs, not train.vector_output
-        members = []
-        for s in seeds:
-            m = slot_decoder_module(width // p.slots, p.slots, p.width, p.depth, n_out, p.share, flat).to(dtype=dtype)
-            m.init_(s, p.init_scale)  # drawn in float64, rounded once to the network's dtype
-            members.append(m.to(device=self.device))
-        return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs="trace", vector_output=train.vector_output)
-
-    def theory_options(self) -> dict[str, Any]:
-        """MSE training from f_0: min-norm kernel regression on the eNTK."""
-        return {"objective": "min_norm"}
+        return (lambda: slot_decoder_module(width // p.slots, p.slots, p.width, p.depth, n_out, p.share, flat)), {}
 
     def theory_kernel_name(self) -> str:
         """'empirical_ntk' (output-averaged with K outputs) or 'none'."""

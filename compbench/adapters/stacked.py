@@ -3,14 +3,62 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from compbench.adapters.base import Batch, Fitted
+from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 
 if TYPE_CHECKING:
     import torch
+
+
+class StackedModuleParams(AdapterParams):
+    """Settings every stacked-module adapter has; each declares its own training defaults beside them."""
+
+    ntk_max_memory: int = Field(default=1 << 30, ge=1 << 20, description="bytes the NTK computation may hold at once")
+    dtype: Literal["float32", "float64"] = "float32"
+
+
+class StackedModuleAdapter(Adapter):
+    """Base: one module per seed (built by `member_builder`, initialised by its `init_(seed, σ)`),
+    trained together and scored against each seed's empirical NTK at init by `fit_module_stack`.
+
+    Params need init_scale, lr, steps, batch_size, theory, ntk_max_memory and dtype.
+    """
+
+    inputs = ("vector",)
+    tags = ("networks",)
+
+    def member_builder(self, train: Batch, evaluate: Batch) -> tuple[Callable[[], torch.nn.Module], dict[str, Any]]:
+        """A function building one seed's module for these inputs (before its init), and info for every seed's record."""
+        raise NotImplementedError
+
+    def ntk_outputs(self) -> str:
+        """Which eNTK a K-output module's theory takes: 'trace' or 'full'."""
+        return "trace"
+
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """Train one module per seed (stacked) and predict `evaluate`; eNTK and f_0 per seed."""
+        import torch
+
+        p = self.params
+        build, info = self.member_builder(train, evaluate)
+        dtype = torch.float64 if p.dtype == "float64" else torch.float32
+        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)
+        members = []
+        for s in seeds:
+            m = build().to(dtype=dtype)
+            m.init_(s, p.init_scale)  # drawn in float64, rounded once to the network's dtype
+            members.append(m.to(device=self.device))
+        return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs=self.ntk_outputs(),
+                                vector_output=train.vector_output, info=info)
+
+    def theory_options(self) -> dict[str, Any]:
+        """MSE training from f_0: min-norm kernel regression on the eNTK."""
+        return {"objective": "min_norm"}
 
 
 def stack_inputs(train: Batch, evaluate: Batch, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
