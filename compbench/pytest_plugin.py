@@ -124,7 +124,7 @@ class CellItem(pytest.Item):
 
         parent: SuiteFile = self.parent  # type: ignore[assignment]
         records = parent.run_cells(set(self.members))
-        problems = [f"cell error ({r['model']}, seed {r['seed']}): {r['error']}" for r in records if r["status"] == "error"]
+        problems = [f"cell error ({r.model}, seed {r.seed}): {r.message}" for r in records if r.failed]
         per_cell = [e for e in parent.loaded.suite.expectations if _per_cell(e)]
         for v in evaluate_expectations(per_cell, records, parent.loaded.tags):
             if v.detail == "no records matched":

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from compbench.records import CellError, CellRecord, Status
+
 from compbench.adapters.base import (
     Adapter,
     AdapterParams,
@@ -254,18 +256,16 @@ def check_task_family(name_or_builder: str | Callable[..., Any], params: dict[st
     return report
 
 
-def _claim_records(kind: str, status: str, seeds: int = 3) -> list[dict[str, Any]]:
+def _claim_records(kind: str, status: str, seeds: int = 3) -> list[CellRecord]:
     """Synthetic records of one model on one task: every metric of the task kind set to a typical value."""
     from compbench.scoring.metric_facts import metrics_for
 
     out = []
     for seed in range(seeds):
-        rec: dict[str, Any] = {"model": "m", "group": "m", "task": "t", "seed": seed, "status": status, "key": f"k{seed}"}
-        if status == "ok":
-            rec.update({m: 0.5 for m in metrics_for(kind)})
-        else:
-            rec["error"] = "training diverged (synthetic)"
-        out.append(rec)
+        ok = status == "ok"
+        out.append(CellRecord(key=f"k{seed}", task="t", model="m", group="m", seed=seed, status=Status(status), kind=kind,
+                              metrics={m: 0.5 for m in metrics_for(kind)} if ok else {},
+                              error=None if ok else CellError("training diverged (synthetic)")))
     return out
 
 
@@ -296,10 +296,10 @@ def check_claim(claim: Any, params: dict[str, Any] | None = None) -> Conformance
     exp = Expectation(id="conformance", claim=instance.name or name, models=["m"], tasks=["t"], **(params or {}))
     exp._params = validated
 
-    def judge(records: list[dict[str, Any]]) -> list[Any]:
+    def judge(records: list[CellRecord]) -> list[Any]:
         if instance.per_cell:
             return [instance.judge(validated, "conformance", Subject("m", "t", records))]
-        return instance.judge_all(validated, exp, records, lambda r, p: r["model"] == p)
+        return instance.judge_all(validated, exp, records, lambda r, p: r.model == p)
 
     for kind in instance.kinds:
         for where, records, must_fail in (

@@ -13,19 +13,23 @@ from typing import Any
 import numpy as np
 
 from compbench import __version__
+from compbench.records import CellRecord, as_records
+from compbench.scoring.metric_facts import direction_of, score_metric
 
 BASELINE_SCHEMA = 1
 BIG_GROUP = 12  # sweeps with more members are checked as one cell (count of perfect members, mean)
 
-# direction: which way is better; k: multiples of the combined standard error; floor: minimum tolerance.
+# k: multiples of the combined standard error; floor: minimum tolerance. Which way is better is the
+# metric's fact (scoring.metric_facts.direction_of): a baseline's policy may repeat it, never change it.
 DEFAULT_POLICY: dict[str, dict[str, Any]] = {
-    "heldout_acc": {"direction": "higher", "k": 2.5, "floor": 0.05},
-    "heldout_r2": {"direction": "higher", "k": 2.5, "floor": 0.02},
-    "theory_r2": {"direction": "higher", "k": 2.5, "floor": 0.02},
-    "additivity": {"direction": "higher", "k": 2.5, "floor": 0.02},
-    "count_perfect": {"direction": "higher", "k": 2.5, "floor": 0.0},
-    "mean_heldout": {"direction": "higher", "k": 2.5, "floor": 0.01},
+    "heldout_acc": {"k": 2.5, "floor": 0.05},
+    "heldout_r2": {"k": 2.5, "floor": 0.02},
+    "theory_r2": {"k": 2.5, "floor": 0.02},
+    "additivity": {"k": 2.5, "floor": 0.02},
+    "count_perfect": {"k": 2.5, "floor": 0.0},
+    "mean_heldout": {"k": 2.5, "floor": 0.01},
 }
+POLICY_FIELDS = ("direction", "k", "floor")
 
 
 class BaselineError(ValueError):
@@ -96,8 +100,33 @@ class Baseline:
         return out
 
 
+def _validate_policy(path: Path, policy: Any) -> None:
+    """A policy a check can rely on: known metrics, their own direction, finite k and floor ≥ 0."""
+    if not isinstance(policy, dict):
+        raise BaselineError(f"{path}: field 'policy' must be an object of metric → {{k, floor}}, got {type(policy).__name__}")
+    for metric, rule in policy.items():
+        where = f"{path}: policy.{metric}"
+        fact_dir = direction_of(metric)
+        if metric not in DEFAULT_POLICY and fact_dir is None:
+            raise BaselineError(f"{where}: not a metric `check` compares ({', '.join(DEFAULT_POLICY)})")
+        if not isinstance(rule, dict):
+            raise BaselineError(f"{where}: must be an object with k and floor, got {rule!r}")
+        unknown = sorted(set(rule) - set(POLICY_FIELDS))
+        if unknown:
+            raise BaselineError(f"{where}: unknown field(s) {', '.join(unknown)} (a policy has {', '.join(POLICY_FIELDS)})")
+        # compbench 0.1.0 wrote "higher" for every metric it gated, additivity included: read as no opinion.
+        legacy = rule.get("direction") == "higher" and fact_dir is None and metric in DEFAULT_POLICY
+        if "direction" in rule and rule["direction"] != fact_dir and not legacy:
+            raise BaselineError(f"{where}.direction: {rule['direction']!r}, but {metric} is better {fact_dir} "
+                                "(a metric's direction is a fact, not a policy; remove the field)")
+        for fld in ("k", "floor"):
+            if fld in rule and not (_finite(rule[fld]) and float(rule[fld]) >= 0):
+                raise BaselineError(f"{where}.{fld}: must be a finite number ≥ 0, got {rule[fld]!r}")
+
+
 def _validate(path: Path, base: Baseline) -> None:
-    """A baseline a check can rely on: named suite, at least one cell, finite distributions with n ≥ 1."""
+    """A baseline a check can rely on: named suite, at least one cell, finite distributions with n ≥ 1, a sound policy."""
+    _validate_policy(path, base.policy)
     if not isinstance(base.suite, str) or not base.suite:
         raise BaselineError(f"{path}: field 'suite' must name a suite, got {base.suite!r}")
     if not isinstance(base.cells, dict):
@@ -141,46 +170,64 @@ def _dist(values: list[Any]) -> dict[str, Any]:
     return d
 
 
-def cell_summaries(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per cell id ('model/task', or 'group[N]/task' for big sweeps): metric distributions over seeds."""
+def cell_id(record: CellRecord, big_groups: set[str]) -> str:
+    """The id `check` gives a record's cell: 'model/task', or 'group[*]/task' for a big sweep's members."""
+    return f"{record.group}[*]/{record.task}" if record.group in big_groups else f"{record.model}/{record.task}"
+
+
+def big_groups(records: list[CellRecord]) -> set[str]:
+    """Sweep groups with more than BIG_GROUP scored members (checked as one cell)."""
     members: dict[str, set[str]] = defaultdict(set)
     for r in records:
-        if r["status"] != "skipped":
-            members[r["group"]].add(r["model"])
-    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        if not r.skipped:
+            members[r.group].add(r.model)
+    return {g for g, ms in members.items() if len(ms) > BIG_GROUP}
+
+
+def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per cell id ('model/task', or 'group[*]/task' for big sweeps): metric distributions over seeds.
+
+    A metric that a seed's record declares not applicable (an R² against a constant theory, see
+    scoring.metric_facts) is not summarised for that cell: `check` gates only on what measures something.
+    """
+    records = as_records(records)
+    big = big_groups(records)
+    by: dict[str, list[CellRecord]] = defaultdict(list)
     for r in records:
-        if r["status"] == "skipped":
-            continue
-        big = len(members[r["group"]]) > BIG_GROUP
-        by[f"{r['group']}[*]/{r['task']}" if big else f"{r['model']}/{r['task']}"].append(r)
+        if not r.skipped:
+            by[cell_id(r, big)].append(r)
     out: dict[str, dict[str, Any]] = {}
     for cell, recs in by.items():
-        ok = [r for r in recs if r["status"] == "ok"]
+        ok = [r for r in recs if r.ok]
         errors = len(recs) - len(ok)
-        entry: dict[str, Any] = {"task": recs[0]["task"], "group": recs[0]["group"], "errors": errors, "metrics": {}}
+        entry: dict[str, Any] = {"task": recs[0].task, "group": recs[0].group, "errors": errors, "metrics": {}}
         if errors:
-            entry["first_error"] = str(next(r.get("error") or r["status"] for r in recs if r["status"] != "ok"))[:200]
-        score = "heldout_acc" if any("heldout_acc" in r for r in ok) else "heldout_r2"
+            entry["first_error"] = str(next(r.message or r.status.value for r in recs if not r.ok))[:200]
+        kind = next((r.kind for r in recs if r.kind), None)
+        score = score_metric(kind) if kind else "heldout_r2"
         if cell.split("/")[0].endswith("[*]"):
             per_member: dict[str, list[float]] = defaultdict(list)
             for r in ok:
-                per_member[r["model"]].append(r.get(score))
+                per_member[r.model].append(r.metric(score))
             # A member with a missing or non-finite score has a NaN mean: never perfect, and mean_heldout is NaN.
             means = [float(np.mean(v)) if all(_finite(x) for x in v) else float("nan") for v in per_member.values()]
             entry["members"] = len(per_member)
             entry["metrics"]["count_perfect"] = _dist([float(sum(m >= 1 - 1e-9 for m in means))])
             entry["metrics"]["mean_heldout"] = _dist([float(np.mean(means))] if means else [])
         else:
-            entry["model"] = recs[0]["model"]
-            entry["keys"] = sorted(r["key"] for r in recs)
+            entry["model"] = recs[0].model
+            entry["keys"] = sorted(r.key for r in recs)
             for metric in (score, "theory_r2", "additivity"):
-                if any(metric in r for r in ok):
-                    entry["metrics"][metric] = _dist([r.get(metric) for r in ok])
+                na = sorted({r.not_applicable[metric] for r in ok if metric in r.not_applicable})
+                if na:
+                    entry.setdefault("not_applicable", {})[metric] = "; ".join(na)
+                elif any(metric in r.metrics for r in ok):
+                    entry["metrics"][metric] = _dist([r.metric(metric) for r in ok])
         out[cell] = entry
     return out
 
 
-def baseline_from_records(suite: str, records: list[dict[str, Any]], device: str) -> Baseline:
+def baseline_from_records(suite: str, records: list[CellRecord], device: str) -> Baseline:
     """A baseline recording every cell's metric distributions."""
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
     return Baseline(suite, cell_summaries(records), device_class=device, created=created)

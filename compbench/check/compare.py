@@ -15,8 +15,10 @@ from typing import Any
 from tabulate import tabulate
 
 from compbench.check.baseline import DEFAULT_POLICY, Baseline
+from compbench.scoring.metric_facts import direction_of
 
-FAILING = ("REGRESSED", "missing", "error", "non-finite", "fewer-seeds")
+FAILING = ("REGRESSED", "CHANGED", "missing", "error", "non-finite", "fewer-seeds")
+NOT_GATED = "n/a"  # a metric whose value says nothing in this cell (scoring.metric_facts): shown, never failing
 
 
 @dataclass(frozen=True)
@@ -29,7 +31,7 @@ class CheckRow:
     now: str
     delta: float
     tolerance: float
-    verdict: str  # ok | improved | REGRESSED | missing | new | error | non-finite | fewer-seeds
+    verdict: str  # ok | improved | REGRESSED | CHANGED | missing | new | error | non-finite | fewer-seeds | n/a
     allowed: bool = False  # a `new` cell accepted with --allow-new
 
     @property
@@ -67,7 +69,13 @@ def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], p
     _, n_now = _seeds(now_cell)
     if n_now < n_base:
         rows.append(CheckRow(cell, what, f"n={n_base}", f"n={n_now}", math.nan, math.nan, "fewer-seeds"))
+    na = {**base_cell.get("not_applicable", {}), **now_cell.get("not_applicable", {})}
+    for metric, why in sorted(na.items()):
+        base = base_cell["metrics"].get(metric)
+        rows.append(CheckRow(cell, metric, _fmt(base) if base else "n/a", f"n/a ({why})", math.nan, math.nan, NOT_GATED))
     for metric, base in base_cell["metrics"].items():
+        if metric in na:
+            continue
         now = now_cell["metrics"].get(metric)
         if now is None or now["n"] == 0:
             rows.append(CheckRow(cell, metric, _fmt(base), "not measured", math.nan, math.nan, "missing"))
@@ -77,13 +85,17 @@ def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], p
             rows.append(CheckRow(cell, metric, _fmt(base), f"{bad} of {now['n']} values missing or non-finite",
                                  math.nan, math.nan, "non-finite"))
             continue
-        policy = {**DEFAULT_POLICY.get(metric, {"direction": "higher", "k": 2.5, "floor": 0.0}), **policies.get(metric, {})}
-        kk = policy["k"] if k is None else k
+        policy = {**DEFAULT_POLICY.get(metric, {"k": 2.5, "floor": 0.0}), **policies.get(metric, {})}
+        kk = float(policy["k"]) if k is None else k
         se = math.sqrt(base["std"] ** 2 / max(base["n"], 1) + now["std"] ** 2 / max(now["n"], 1))
-        tol = max(policy["floor"], kk * se)
+        tol = max(float(policy["floor"]), kk * se)
         delta = now["mean"] - base["mean"]
-        worse = -delta if policy["direction"] == "higher" else delta
-        verdict = "REGRESSED" if worse > tol else ("improved" if -worse > tol else "ok")
+        direction = direction_of(metric)
+        if direction is None:  # neither way is better (additivity): a move beyond noise either way fails
+            verdict = "CHANGED" if abs(delta) > tol else "ok"
+        else:
+            worse = -delta if direction == "higher" else delta
+            verdict = "REGRESSED" if worse > tol else ("improved" if -worse > tol else "ok")
         rows.append(CheckRow(cell, metric, _fmt(base), _fmt(now), delta, tol, verdict))
     return rows
 

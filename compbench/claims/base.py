@@ -10,11 +10,11 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from compbench.tasks.base import TASK_KINDS
+from compbench.records import TASK_KINDS, CellRecord
 from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.claims"
-Record = dict[str, Any]
+Record = CellRecord  # claims judge typed records (a read-only mapping view keeps schema-1 plugins working)
 
 
 class ClaimParams(BaseModel):
@@ -132,7 +132,7 @@ def finite(vals: Any) -> list[float]:
 
 def mean_of(records: list[Record], metric: str) -> float:
     """Mean of a metric over records (NaN when none has it)."""
-    vals = finite(r.get(metric) for r in records)
+    vals = finite(r.metric(metric) for r in records)
     if len(vals) == 1:
         return vals[0]  # what np.mean gives (x / 1 is exact), without its overhead: one seed per member is common
     return float(np.mean(vals)) if vals else float("nan")
@@ -142,20 +142,20 @@ def by_member(records: list[Record]) -> dict[str, list[Record]]:
     """Records per model id (sweep member)."""
     out: dict[str, list[Record]] = defaultdict(list)
     for r in records:
-        out[r["model"]].append(r)
+        out[r.model].append(r)
     return dict(out)
 
 
 def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:
     """Why these records cannot support a verdict (failed cells, none finished, a metric missing), or None."""
-    errors = [r for r in records if r["status"] == "error"]
-    ok = [r for r in records if r["status"] == "ok"]
+    errors = [r for r in records if r.failed]
+    ok = [r for r in records if r.ok]
     if errors:
-        return f"{len(errors)} cell(s) failed: {errors[0].get('error', '')}"
+        return f"{len(errors)} cell(s) failed: {errors[0].message}"
     if not ok:
         return "no finished cells"
     for metric in needs:
-        missing = [r for r in ok if r.get(metric) is None]
+        missing = [r for r in ok if r.metric(metric) is None]
         if missing:
             why = " (the model has no kernel-theory prediction)" if metric.startswith("theory") else ""
             return f"not applicable: {missing[0]['model']} does not produce {metric}{why}"

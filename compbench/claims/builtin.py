@@ -41,10 +41,10 @@ class MatchesKernel(Claim):
         why = unusable(subject.records, ("theory_r2", "theory_max_abs_diff"))
         if why:
             return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r["status"] == "ok"]
+        ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
-        worst_r2 = min(float(r["theory_r2"]) for r in ok)
-        worst_diff = max(float(r["theory_max_abs_diff"]) for r in ok)
+        worst_r2 = min(float(r.metrics["theory_r2"]) for r in ok)
+        worst_diff = max(float(r.metrics["theory_max_abs_diff"]) for r in ok)
         passed = worst_r2 >= 1 - tol
         threshold = f"R² ≥ {1 - tol:g}"
         if params.max_abs_diff is not None:
@@ -64,7 +64,7 @@ class Additive(Claim):
         why = unusable(subject.records, ("additivity",))
         if why:
             return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r["status"] == "ok"]
+        ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
         val = min(mean_of(rs, "additivity") for rs in by_member(ok).values())
         return Verdict(expectation, self.name, subject.name, subject.task, val, f"≥ {1 - tol:g}", val >= 1 - tol,
@@ -82,7 +82,7 @@ class AtChance(Claim):
         why = unusable(subject.records, ("heldout_acc",))
         if why:
             return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r["status"] == "ok"]
+        ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
         accs = [mean_of(rs, "heldout_acc") for rs in by_member(ok).values()]
         val = max(accs, key=lambda a: abs(a - 0.5))
@@ -97,8 +97,8 @@ class BeatsKernel(Claim):
     default_tolerance = 0.2
 
     def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
-        ok0 = [r for r in subject.records if r["status"] == "ok"]
-        metric = "heldout_acc" if ok0 and "heldout_acc" in ok0[0] else "heldout_r2"
+        ok0 = [r for r in subject.records if r.ok]
+        metric = "heldout_acc" if ok0 and ok0[0].kind in ("classification", "multiclass") else "heldout_r2"
         partner = theory_partner(metric) or ""
         why = unusable(subject.records, (metric, partner))
         if why:
@@ -127,7 +127,7 @@ class SlopeBelowOne(Claim):
         why = unusable(subject.records, ("slope", "corr"))
         if why:
             return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r["status"] == "ok"]
+        ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
         members = by_member(ok).values()
         slope = max(mean_of(rs, "slope") for rs in members)
@@ -152,7 +152,7 @@ class _Bound(Claim):
         why = unusable(subject.records, (params.metric,))
         if why:
             return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r["status"] == "ok"]
+        ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
         means = [mean_of(rs, params.metric) for rs in by_member(ok).values()]
         worst = min(means) if self.sign > 0 else max(means)
@@ -198,7 +198,7 @@ class Ordered(Claim):
         return []
 
     def _statistic(self, params: OrderedParams, recs: list[Record]) -> float:
-        ok = [r for r in recs if r["status"] == "ok"]
+        ok = [r for r in recs if r.ok]
         per_member = [mean_of(rs, params.metric) for rs in by_member(ok).values()]
         if params.statistic == "count_perfect":
             return float(sum(v >= 1 - 1e-9 for v in per_member))
@@ -221,17 +221,17 @@ class Ordered(Claim):
             by_group: dict[str, list[Record]] = {}
             chosen: set[str] = set()
             for r in records:
-                by_group.setdefault(r["group"], []).append(r)
-                if r["group"] not in chosen and any(selects(r, p) for p in expectation.models):
-                    chosen.add(r["group"])
+                by_group.setdefault(r.group, []).append(r)
+                if r.group not in chosen and any(selects(r, p) for p in expectation.models):
+                    chosen.add(r.group)
             for subject in sorted(chosen):
                 recs = by_group[subject]
-                groups = [[r for r in recs if task_is(r["task"], p)] for p in expectation.tasks]
+                groups = [[r for r in recs if task_is(r.task, p)] for p in expectation.tasks]
                 out.append(self._verdict(params, name, subject, " > ".join(expectation.tasks), groups, tol))
         else:
             by_task: dict[str, list[Record]] = {}
             for r in records:
-                by_task.setdefault(r["task"], []).append(r)
+                by_task.setdefault(r.task, []).append(r)
             tasks = sorted(t for t in by_task if any(task_is(t, p) for p in expectation.tasks))
             for task in tasks:
                 recs = by_task[task]

@@ -35,7 +35,7 @@ SWEEP_PARAMS = {
 MARKERS = "os^DvP*Xph<>"
 MANIFEST = "manifest.json"
 
-Record = dict[str, Any]
+from compbench.records import CellRecord as Record, as_records  # noqa: E402
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -49,14 +49,14 @@ def _plt():  # type: ignore[no-untyped-def]
 
 
 def _ok(records: list[Record]) -> list[Record]:
-    return [r for r in records if r["status"] == "ok"]
+    return [r for r in records if r.ok]
 
 
 def _members(records: list[Record]) -> dict[str, list[str]]:
     members: dict[str, dict[str, None]] = defaultdict(dict)
     for r in records:
-        if r["status"] != "skipped":
-            members[r["group"]][r["model"]] = None
+        if not r.skipped:
+            members[r.group][r.model] = None
     return {g: list(m) for g, m in members.items()}
 
 
@@ -68,7 +68,7 @@ def _small_models(records: list[Record], include_sweeps: bool = True) -> list[st
     """Models drawn one by one: not members of a big sweep (and, optionally, not sweep members at all)."""
     big = _big(records)
     return list(dict.fromkeys(
-        r["model"] for r in records if r["group"] not in big and (include_sweeps or not r.get("sweep"))
+        r.model for r in records if r.group not in big and (include_sweeps or not r.sweep)
     ))
 
 
@@ -81,11 +81,11 @@ def model_colors(models: Sequence[str]) -> dict[str, Any]:
 
 def _failure_label(model: str, recs: list[Record]) -> str | None:
     """'model: error (…)' when the model has no scored record here, else None."""
-    if any(r["status"] == "ok" for r in recs):
+    if any(r.ok for r in recs):
         return None
-    statuses = {r["status"] for r in recs}
+    statuses = {r.status.value for r in recs}
     if "error" in statuses:
-        msg = next(str(r.get("error", "")) for r in recs if r["status"] == "error")
+        msg = next(str(r.message) for r in recs if r.failed)
         return f"{model}: error ({_short(msg, 40)})"
     return f"{model}: skipped (invalid model)"
 
@@ -96,7 +96,7 @@ def _short(text: str, n: int) -> str:
 
 
 def _kind(records: list[Record]) -> str:
-    return "classification" if any("heldout_acc" in r for r in _ok(records)) else "regression"
+    return "classification" if any(r.kind in ("classification", "multiclass") for r in _ok(records)) else "regression"
 
 
 def _note_handle(label: str):  # type: ignore[no-untyped-def]
@@ -121,20 +121,20 @@ def theory_scatter(  # type: ignore[no-untyped-def]
     handles, xs_all, ys_all = [], [], []
     models = _small_models(records)
     # Kernel machines sit exactly on y = x: draw them last, hollow, so the networks beneath stay visible.
-    models.sort(key=lambda m: any(r.get("adapter") == "kernel" for r in records if r["model"] == m))
+    models.sort(key=lambda m: any(r.adapter == "kernel" for r in records if r.model == m))
     for i, model in enumerate(models):
-        recs = [r for r in records if r["model"] == model]
+        recs = [r for r in records if r.model == model]
         failed = _failure_label(model, recs)
-        ok = [r for r in _ok(recs) if r.get("theory_predictions") is not None]
+        ok = [r for r in _ok(recs) if r.theory_predictions is not None]
         if failed or not ok:
             handles.append(_note_handle(failed or f"{model}: no theory prediction"))
             continue
         # vector outputs: every (cell, output) is a point
-        th = np.concatenate([np.asarray(r["theory_predictions"], dtype=float)[test_mask].ravel() for r in ok])
-        pr = np.concatenate([np.asarray(r["predictions"], dtype=float)[test_mask].ravel() for r in ok])
-        kernel = all(r.get("adapter") == "kernel" for r in ok)
-        r2 = np.mean([r["theory_r2"] for r in ok if r.get("theory_r2") is not None] or [math.nan])
-        n_err = sum(r["status"] == "error" for r in recs)
+        th = np.concatenate([np.asarray(r.theory_predictions, dtype=float)[test_mask].ravel() for r in ok])
+        pr = np.concatenate([np.asarray(r.predictions, dtype=float)[test_mask].ravel() for r in ok])
+        kernel = all(r.adapter == "kernel" for r in ok)
+        r2 = np.mean([r.metrics["theory_r2"] for r in ok if r.metric("theory_r2") is not None] or [math.nan])
+        n_err = sum(r.failed for r in recs)
         label = f"{model} (R² {r2:.3f}" + (f", {n_err} seed(s) failed)" if n_err else ")")
         if len(th) > MAX_SCATTER_POINTS:  # e.g. 256-pixel outputs: an evenly spaced subset keeps the file small
             stride = math.ceil(len(th) / MAX_SCATTER_POINTS)
@@ -149,10 +149,10 @@ def theory_scatter(  # type: ignore[no-untyped-def]
         xs_all.append(th[finite])
         ys_all.append(pr[finite])
     big = _big(records)
-    for group in dict.fromkeys(r["group"] for r in records if r["group"] in big):
-        ok = [r for r in _ok(records) if r["group"] == group]
-        worst = min((r["theory_r2"] for r in ok if r.get("theory_r2") is not None), default=math.nan)
-        n = len({r["model"] for r in ok})
+    for group in dict.fromkeys(r.group for r in records if r.group in big):
+        ok = [r for r in _ok(records) if r.group == group]
+        worst = min((r.metrics["theory_r2"] for r in ok if r.metric("theory_r2") is not None), default=math.nan)
+        n = len({r.model for r in ok})
         handles.append(_note_handle(f"{group}: {n}-model sweep not drawn (worst R² {worst:.3f})"))
     handles += [_note_handle(f"{m}: missing (no stored result)") for m in missing]
     if any(len(v) for v in xs_all):
@@ -201,14 +201,14 @@ def grid_heatmaps(  # type: ignore[no-untyped-def]
     n0, n1 = int(cells[:, 0].max()) + 1, int(cells[:, 1].max()) + 1
     panels: list[tuple[str, np.ndarray | None, str]] = [("truth", np.asarray(y, dtype=float), "")]
     for m in models:
-        recs = [r for r in records if r["model"] == m]
+        recs = [r for r in records if r.model == m]
         ok = _ok(recs)
         if ok:
-            first = min(ok, key=lambda r: r["seed"])
-            values = np.asarray(first["predictions"], dtype=float)
+            first = min(ok, key=lambda r: r.seed)
+            values = np.asarray(first.predictions, dtype=float)
             if values.ndim == 2:  # multi-class: the predicted class, on the truth's scale
                 values = np.argmax(values, axis=1).astype(float)
-            panels.append((f"{m} (seed {first['seed']})", values, ""))
+            panels.append((f"{m} (seed {first.seed})", values, ""))
         else:
             panels.append((m, None, _failure_label(m, recs) or "no result"))
     panels += [(m, None, f"{m}: missing (no stored result)") for m in missing]
@@ -259,12 +259,13 @@ def grid_heatmaps(  # type: ignore[no-untyped-def]
 
 def sweep_curves(records: list[Record], param: str):  # type: ignore[no-untyped-def]
     """Held-out score (and the kernel theory's) and additivity against a swept parameter, mean ± std over seeds."""
+    records = as_records(records)
     plt = _plt()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.4), layout="constrained")
     by: dict[tuple[str, str], dict[float, list[Record]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if param in (r.get("sweep") or {}) and r["status"] != "skipped":
-            by[(r["group"], r["task"])][float(r["sweep"][param])].append(r)
+        if param in (r.sweep or {}) and not r.skipped:
+            by[(r.group, r.task)][float(r.sweep[param])].append(r)
     failed_x: list[float] = []
     handles = []
     for i, ((group, task), points) in enumerate(sorted(by.items())):
@@ -276,11 +277,11 @@ def sweep_curves(records: list[Record], param: str):  # type: ignore[no-untyped-
         score = "heldout_acc" if "heldout_acc" in _ok(points[xs[0]])[0] else "heldout_r2"
         theory = "theory_acc" if score == "heldout_acc" else "theory_heldout_r2"
         for ax, metric in ((ax1, score), (ax2, "additivity")):
-            vals = [[r[metric] for r in _ok(points[x]) if r.get(metric) is not None] for x in xs]
+            vals = [[r.metrics[metric] for r in _ok(points[x]) if r.metric(metric) is not None] for x in xs]
             h = ax.errorbar(xs, [np.mean(v) for v in vals], yerr=[np.std(v) for v in vals], marker="o", ms=4, capsize=2,
                             color=color, label=f"{group} on {task}")
         handles.append(h)
-        th = [[r[theory] for r in _ok(points[x]) if r.get(theory) is not None] for x in xs]
+        th = [[r.metrics[theory] for r in _ok(points[x]) if r.metric(theory) is not None] for x in xs]
         if all(th):
             handles += ax1.plot(xs, [np.mean(v) for v in th], ls="--", color=color, alpha=0.8,
                                 label=f"{group} on {task}: its kernel theory")
@@ -308,12 +309,13 @@ def sweep_curves(records: list[Record], param: str):  # type: ignore[no-untyped-
 
 def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyped-def]
     """Context dependence: held-out accuracy per held-out block, per model; big sweeps: share of perfect kernels."""
+    records = as_records(records)
     plt = _plt()
     big = _big(records)
     members = _members(records)
     small = _small_models(records)
-    groups = list(dict.fromkeys(r["group"] for r in records if r["group"] in big))
-    n_test = {t: next((r["n_test"] for r in records if r["task"] == t and "n_test" in r), None) for t in tasks}
+    groups = list(dict.fromkeys(r.group for r in records if r.group in big))
+    n_test = {t: next((r.n_test for r in records if r.task == t and r.n_test is not None), None) for t in tasks}
     labels = {t: f"{t} ({n_test[t]} held-out cells)" if n_test[t] else t for t in tasks}
     panels = [p for p in (("models", small), ("sweeps", groups)) if p[1]]
     widths = [max(len(rows), 1.5) for _, rows in panels] or [1]
@@ -325,23 +327,23 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
         for j, task in enumerate(tasks):
             offs = x + (j - (len(tasks) - 1) / 2) * width
             for k, row in enumerate(rows):
-                recs = [r for r in records if r["task"] == task and (r["group"] == row if what == "sweeps" else r["model"] == row)]
+                recs = [r for r in records if r.task == task and (r.group == row if what == "sweeps" else r.model == row)]
                 if not recs:
                     continue  # the suite does not run this model on this task
                 ok = _ok(recs)
                 if not ok:
-                    ax.text(offs[k], 0.02, "error" if any(r["status"] == "error" for r in recs) else "skipped",
+                    ax.text(offs[k], 0.02, "error" if any(r.failed for r in recs) else "skipped",
                             rotation=90, ha="center", va="bottom", fontsize=7, color="darkred")
                     continue
                 if what == "sweeps":
                     per: dict[str, list[float]] = defaultdict(list)
                     for r in ok:
-                        per[r["model"]].append(r["heldout_acc"])
+                        per[r.model].append(r.metrics["heldout_acc"])
                     perfect = sum(np.mean(v) >= 1 - 1e-9 for v in per.values())
                     ax.bar(offs[k], perfect / len(per), width, color=f"C{j}")
                     ax.text(offs[k], perfect / len(per) + 0.01, f"{perfect}", rotation=90, ha="center", va="bottom", fontsize=7)
                 else:
-                    accs = [r["heldout_acc"] for r in ok]
+                    accs = [r.metrics["heldout_acc"] for r in ok]
                     ax.bar(offs[k], np.mean(accs), width, yerr=np.std(accs) if len(accs) > 1 else None, capsize=2,
                            color=f"C{j}", error_kw={"lw": 0.8})
                     if len(ok) < len(recs):
@@ -386,34 +388,34 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
     colors = model_colors(_small_models(records))
     big = _big(records)
     for entry in loaded.suite.tasks:
-        recs = [r for r in records if r["task"] == entry.id]
+        recs = [r for r in records if r.task == entry.id]
         if not recs:
             continue
-        stored = {r["model"] for r in recs}
+        stored = {r.model for r in recs}
         asked = [m for m in getattr(loaded, "models", []) if any(t.id == entry.id for t in loaded.tasks_for(m))]
         missing = [m.id for m in asked if m.id not in stored and m.group not in big]
         data = make_task(entry.family, **entry.params)
-        if any(r.get("theory_predictions") is not None for r in _ok(recs)) or not _ok(recs):
+        if any(r.theory_predictions is not None for r in _ok(recs)) or not _ok(recs):
             yield (f"theory-{entry.id}", f"{entry.id}: each model's held-out predictions against its kernel-theory prediction",
                    theory_scatter(entry.id, recs, data.test_mask, colors, missing))
         if data.n_components == 2 and (not data.vector_output or data.n_classes):
             no_sweep = [m for m in missing if not next(s for s in asked if s.id == m).sweep_values]
             yield (f"grid-{entry.id}", f"{entry.id}: truth and predictions on the conjunction grid",
                    grid_heatmaps(entry.id, recs, data.cells, data.y, data.train_mask, data.component_names, no_sweep))
-    swept = [k for k in SWEEP_PARAMS if any(k in (r.get("sweep") or {}) for r in records)]
+    swept = [k for k in SWEEP_PARAMS if any(k in (r.sweep or {}) for r in records)]
     for param in swept:
-        groups = {r["group"] for r in records if param in (r.get("sweep") or {})}
+        groups = {r.group for r in records if param in (r.sweep or {})}
         yield (f"sweep-{param}", f"held-out score and additivity against {SWEEP_PARAMS[param].split(' (')[0]}",
-               sweep_curves([r for r in records if r["group"] in groups], param))
+               sweep_curves([r for r in records if r.group in groups], param))
     ceilings = [m for m, tags in (getattr(loaded, "tags", None) or {}).items() if "ceiling" in tags]
     if ceilings:
-        tasks = [t.id for t in loaded.suite.tasks if any(r["task"] == t.id for r in records)]
+        tasks = [t.id for t in loaded.suite.tasks if any(r.task == t.id for r in records)]
         yield ("scores", "held-out score per split and model, with the theory's ceiling (models tagged `ceiling`)",
                split_scores(records, tasks, ceilings))
     cd = [t.id for t in loaded.suite.tasks if t.family == "context_dependence"]
-    if any(r["task"] in cd for r in records):
+    if any(r.task in cd for r in records):
         yield ("cd-blocks", "context dependence: held-out accuracy per held-out block",
-               cd_blocks([r for r in records if r["task"] in cd], cd))
+               cd_blocks([r for r in records if r.task in cd], cd))
 
 
 def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence[str]):  # type: ignore[no-untyped-def]
@@ -422,24 +424,25 @@ def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence
     A ceiling is a model the suite tags `ceiling` (e.g. the module-additive kernel: the best a kernel
     model can do on held-out combinations), drawn across each task's group of bars.
     """
+    records = as_records(records)
     plt = _plt()
     ok = _ok(records)
-    metric = "heldout_acc" if any("heldout_acc" in r for r in ok) else "heldout_r2"
-    models = [m for m in dict.fromkeys(r["model"] for r in ok) if m not in ceilings]
-    colors = model_colors(list(dict.fromkeys(r["model"] for r in ok)))
+    metric = "heldout_acc" if _kind(records) == "classification" else "heldout_r2"
+    models = [m for m in dict.fromkeys(r.model for r in ok) if m not in ceilings]
+    colors = model_colors(list(dict.fromkeys(r.model for r in ok)))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(tasks) + 2.5), 4.4), layout="constrained")
     width = 0.8 / max(1, len(models))
     for j, model in enumerate(models):
         means, stds = [], []
         for task in tasks:
-            vals = [r[metric] for r in ok if r["model"] == model and r["task"] == task and r.get(metric) is not None]
+            vals = [r.metrics[metric] for r in ok if r.model == model and r.task == task and r.metric(metric) is not None]
             means.append(float(np.mean(vals)) if vals else math.nan)
             stds.append(float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0)
         xs = np.arange(len(tasks)) - 0.4 + width * (j + 0.5)
         ax.bar(xs, means, width * 0.9, yerr=stds, capsize=2, color=colors.get(model, f"C{j % 10}"), label=model)
     for k, ceiling in enumerate(ceilings):
         for i, task in enumerate(tasks):
-            vals = [r[metric] for r in ok if r["model"] == ceiling and r["task"] == task and r.get(metric) is not None]
+            vals = [r.metrics[metric] for r in ok if r.model == ceiling and r.task == task and r.metric(metric) is not None]
             if vals:
                 ax.hlines(float(np.mean(vals)), i - 0.45, i + 0.45, colors="black", linestyles=("--", ":")[k % 2], lw=1.6,
                           label=f"{ceiling} (ceiling)" if i == 0 else None, zorder=4)
@@ -454,16 +457,17 @@ def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence
 
 def _digest(loaded: Any, records: list[Record]) -> str:
     """What the plots depend on: this module, matplotlib's version, the suite's tasks and the records."""
+    records = as_records(records)
     import matplotlib
 
     h = hashlib.sha256(Path(__file__).read_bytes())
     h.update(matplotlib.__version__.encode())
     h.update(json.dumps([[t.id, t.family, t.params] for t in loaded.suite.tasks], sort_keys=True, default=str).encode())
     for r in records:
-        h.update(json.dumps([r.get("key", ""), r["model"], r["group"], r["task"], r["seed"], r["status"],
-                             r.get("sweep"), r.get("error", "")], default=str).encode())
-        if not r.get("key"):  # hand-made records: hash what is drawn
-            h.update(json.dumps([r.get("predictions"), r.get("theory_predictions")], default=str).encode())
+        h.update(json.dumps([r.key, r.model, r.group, r.task, r.seed, r.status.value,
+                             r.sweep, r.message], default=str).encode())
+        if not r.key:  # hand-made records: hash what is drawn
+            h.update(json.dumps([r.predictions, r.theory_predictions], default=str).encode())
     return h.hexdigest()
 
 
@@ -473,6 +477,7 @@ def write_plots(out_dir: Path | None, loaded: Any, records: list[Record]) -> lis
     Plots are redrawn only when the records, the suite's tasks or this module changed (a cached
     re-run of a suite reuses them); files of plots that no longer exist are removed.
     """
+    records = as_records(records)
     plt = _plt()
     plot_dir = out_dir / "plots" if out_dir is not None else None
     digest = _digest(loaded, records)

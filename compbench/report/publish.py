@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from compbench.records import CellRecord, as_records
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.suite import LoadedSuite
@@ -17,8 +18,6 @@ from compbench.suite import LoadedSuite
 SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
 _ARRAYS = ("predictions", "theory_predictions")
-# Added by the store when a record is read back, absent from a freshly run one: not a result.
-_BOOKKEEPING = ("schema_version",)
 
 
 class NoResultsError(RuntimeError):
@@ -47,7 +46,7 @@ def parse_formats(text: str) -> tuple[str, ...]:
 def publish(
     out_dir: Path,
     loaded: LoadedSuite,
-    records: list[dict[str, Any]],
+    records: list[CellRecord],
     summary: dict[str, Any],
     *,
     check: bool = True,
@@ -65,6 +64,7 @@ def publish(
     is not run again; its name is appended to `skipped`. The run summary (wall time, cells run and
     cached, date, commit) is not an input: a page keeps describing the run that produced its numbers.
     """
+    records = as_records(records)
     verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     out_dir.mkdir(parents=True, exist_ok=True)
     keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
@@ -122,7 +122,7 @@ def _can_fork() -> bool:
         multiprocessing.get_start_method(allow_none=True) in (None, "fork")
 
 
-def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[dict[str, Any]]) -> None:
+def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord]) -> None:
     """In the forked process: draw (and with out_dir, write) the plots, send them back, or the traceback."""
     import traceback
 
@@ -143,7 +143,7 @@ class _PlotWorker:
     SVG); the predictions and CSV files take the rest, so on two cores the two overlap.
     """
 
-    def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[dict[str, Any]]) -> None:
+    def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord]) -> None:
         import multiprocessing
 
         mp = multiprocessing.get_context("fork")
@@ -190,7 +190,7 @@ class _Context(ReportContext):
         return ReportContext.plots.func(self)  # type: ignore[attr-defined]
 
 
-def inputs_digest(loaded: LoadedSuite, records: list[dict[str, Any]], verdicts: list[Verdict], formats: tuple[str, ...]) -> str:
+def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list[Verdict], formats: tuple[str, ...]) -> str:
     """A hash of what every report writer reads: the loaded suite, every record (metrics and predictions), the verdicts."""
     from compbench import __version__
 
@@ -201,9 +201,10 @@ def inputs_digest(loaded: LoadedSuite, records: list[dict[str, Any]], verdicts: 
         h.update(src.read_bytes())
     h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats)).encode())
     for r in records:
-        h.update(json.dumps({k: v for k, v in r.items() if k not in _ARRAYS and k not in _BOOKKEEPING}, sort_keys=True, default=str).encode())
+        row = r.to_dict()
+        h.update(json.dumps({k: v for k, v in row.items() if k not in _ARRAYS}, sort_keys=True, default=str).encode())
         for k in _ARRAYS:
-            h.update(_array_bytes(r.get(k)))
+            h.update(_array_bytes(row[k]))
     h.update(json.dumps([v.__dict__ for v in verdicts], sort_keys=True, default=str).encode())
     return h.hexdigest()
 
@@ -292,7 +293,7 @@ def report_devices(out_dir: Path) -> list[str]:
     return [last, *(d for d in order if d != last)] if last in order else order
 
 
-def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[dict[str, Any]]:
+def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[CellRecord]:
     """The stored record of every cell of this suite, in suite order, selected as `compbench run` selects them.
 
     Each job's cache keys are looked up in the store and the records relabelled with this suite's
@@ -321,7 +322,7 @@ def rebuild(
         summary = {}
     if not isinstance(summary, dict):
         summary = {}
-    summary.setdefault("device", records[0].get("device", "?"))
-    summary["n_failed"] = sum(r["status"] == "error" for r in records)
-    summary["n_skipped"] = sum(r["status"] == "skipped" for r in records)
+    summary.setdefault("device", records[0].device)
+    summary["n_failed"] = sum(r.failed for r in records)
+    summary["n_skipped"] = sum(r.skipped for r in records)
     return publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped)

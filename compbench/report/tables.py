@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal lea
     import pandas as pd
 
 from compbench import __version__
+from compbench.records import CellRecord, as_records
 from compbench.scoring.expectations import Verdict
 from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 
@@ -60,8 +61,8 @@ class Table:
         return tabulate(rows, headers=[esc(h) for h in self.headers], tablefmt="github", disable_numparse=True)
 
 
-def _score_metric(rec: dict[str, Any]) -> str:
-    return score_metric("classification" if "heldout_acc" in rec else "regression")
+def _score_metric(rec: CellRecord) -> str:
+    return score_metric(rec.kind or "regression")
 
 
 def _theory_metric(metric: str) -> str:
@@ -104,12 +105,12 @@ def _mean_std(vals: Sequence[float | None]) -> str:
     return f"{np.mean(v):.3f} ± {np.std(v, ddof=1):.3f}"
 
 
-def _rows_key(records: list[dict[str, Any]]) -> tuple[dict[str, list[str]], set[str]]:
+def _rows_key(records: list[CellRecord]) -> tuple[dict[str, list[str]], set[str]]:
     """Scored (not skipped) members per sweep group, and which groups are big."""
     members: dict[str, dict[str, None]] = defaultdict(dict)
     for r in records:
-        if r["status"] != "skipped":
-            members[r["group"]][r["model"]] = None
+        if not r.skipped:
+            members[r.group][r.model] = None
     big = {g for g, ms in members.items() if len(ms) > BIG_SWEEP}
     return {g: list(ms) for g, ms in members.items()}, big
 
@@ -118,7 +119,7 @@ def _status_of(recs: list[dict[str, Any]]) -> str:
     """ok (every record scored), partial (some failed), error, skipped, or missing (no record)."""
     if not recs:
         return MISSING
-    statuses = {r["status"] for r in recs}
+    statuses = {r.status.value for r in recs}
     if statuses == {"ok"}:
         return "ok"
     if "ok" in statuses:
@@ -164,8 +165,8 @@ def _beats(ok: list[dict[str, Any]], metric: str) -> tuple[float, float, float, 
     """(theory mean, mean gap, SE of the gap, beats): score above the model's own kernel-theory score
     by more than 2 standard errors over seeds, and above 0 (needs ≥ 2 seeds to judge the noise)."""
     theory = _theory_metric(metric)
-    th = _vals(r.get(theory) for r in ok)
-    gaps = _vals(r[metric] - r[theory] for r in ok if r.get(theory) is not None and r.get(metric) is not None)
+    th = _vals(r.metric(theory) for r in ok)
+    gaps = _vals(r.metrics[metric] - r.metrics[theory] for r in ok if r.metric(theory) is not None and r.metric(metric) is not None)
     if not gaps:
         return (float(np.mean(th)) if th else math.nan), math.nan, math.nan, False
     mean = float(np.mean(gaps))
@@ -173,24 +174,25 @@ def _beats(ok: list[dict[str, Any]], metric: str) -> tuple[float, float, float, 
     return float(np.mean(th)), mean, se, bool(len(gaps) > 1 and mean > 0 and mean > 2 * se)
 
 
-def _row_order(records: list[dict[str, Any]], expected: list[tuple[str, str, str]], big: set[str]) -> list[tuple[str, bool]]:
+def _row_order(records: list[CellRecord], expected: list[tuple[str, str, str]], big: set[str]) -> list[tuple[str, bool]]:
     """Leaderboard rows as (name, is big sweep), in suite order, then any stored-only rows."""
     names = [(g, True) if g in big else (m, False) for m, g, _ in expected]
-    names += [(r["group"], True) if r["group"] in big else (r["model"], False) for r in records]
+    names += [(r.group, True) if r.group in big else (r.model, False) for r in records]
     return list(dict.fromkeys(names))
 
 
 def leaderboard_cells(
-    records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()
+    records: list[CellRecord], tasks: list[str], expected: Expected = ()
 ) -> tuple[list[str], dict[tuple[str, str], CellStats]]:
     """Row labels and every (row, task) cell's statistics; cells neither run nor expected are absent."""
+    records = as_records(records)
     expected = list(expected)
     members, big = _rows_key(records)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
-        if r["group"] in big and r["status"] == "skipped":
+        if r.group in big and r.skipped:
             continue  # invalid sweep members (e.g. non-PSD kernels) are counted in the sweep table
-        by[(r["group"] if r["group"] in big else r["model"], r["task"])].append(r)
+        by[(r.group if r.group in big else r.model, r.task)].append(r)
     wanted = {(g if g in big else m, t) for m, g, t in expected}
     labels, cells = [], {}
     for name, is_big in _row_order(records, expected, big):
@@ -200,15 +202,15 @@ def leaderboard_cells(
             recs = by.get((name, task), [])
             if not recs and (name, task) not in wanted:
                 continue
-            ok = [r for r in recs if r["status"] == "ok"]
-            errors = [r for r in recs if r["status"] == "error"]
+            ok = [r for r in recs if r.ok]
+            errors = [r for r in recs if r.failed]
             cell = CellStats(label, task, _status_of(recs), n_ok=len(ok), n_error=len(errors),
-                             n_skipped=sum(r["status"] == "skipped" for r in recs), is_sweep=is_big,
-                             n_members=len(members[name]) if is_big else 1, error=str(errors[0].get("error", "")) if errors else "")
+                             n_skipped=sum(r.skipped for r in recs), is_sweep=is_big,
+                             n_members=len(members[name]) if is_big else 1, error=errors[0].message if errors else "")
             if ok:
                 cell.metric = _score_metric(ok[0])
-                cell.chance = chance_level(cell.metric, "multiclass" if ok[0].get("n_classes") else "", int(ok[0].get("n_classes") or 0))
-                scores = _vals(r.get(cell.metric) for r in ok)
+                cell.chance = chance_level(cell.metric, "multiclass" if ok[0].n_classes else "", int(ok[0].n_classes or 0))
+                scores = _vals(r.metric(cell.metric) for r in ok)
                 if scores:
                     cell.mean = float(np.mean(scores))
                     cell.std = float(np.std(scores, ddof=1)) if len(scores) > 1 else math.nan
@@ -233,23 +235,24 @@ def cell_anchor(model: str, task: str) -> str:
     return "cell-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{model}--{task}")
 
 
-def _task_metrics(records: list[dict[str, Any]], tasks: list[str], kinds: dict[str, str] | None) -> dict[str, str]:
+def _task_metrics(records: list[CellRecord], tasks: list[str], kinds: dict[str, str] | None) -> dict[str, str]:
     """Task → the metric its leaderboard column holds (from the task's kind, else from its records)."""
     out = {t: score_metric(kinds[t]) for t in tasks if kinds and t in kinds}
     for r in records:
-        if r["task"] not in out and r.get("status") == "ok":
-            out[r["task"]] = _score_metric(r)
+        if r.task not in out and r.ok:
+            out[r.task] = _score_metric(r)
     return out
 
 
 def leaderboard(
-    records: list[dict[str, Any]], tasks: list[str], expected: Expected = (), kinds: dict[str, str] | None = None,
+    records: list[CellRecord], tasks: list[str], expected: Expected = (), kinds: dict[str, str] | None = None,
     plots: dict[str, str] | None = None,
 ) -> Table:
     """Models × tasks: held-out score mean ± std over seeds; best per column (above chance) in bold.
 
     `kinds`: task → kind, for each column's metric; `plots`: task → the anchor of its plot (HTML links).
     """
+    records = as_records(records)
     labels, cells = leaderboard_cells(records, tasks, expected)
     metrics = _task_metrics(records, tasks, kinds)
     rows, best, keys, links, meta = [], set(), {}, {}, []
@@ -285,7 +288,7 @@ def leaderboard(
                  col_tasks={j: t for j, t in enumerate(tasks, start=1)}, row_meta=meta, links=links)
 
 
-def leaderboard_frame(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> pd.DataFrame:
+def leaderboard_frame(records: list[CellRecord], tasks: list[str], expected: Expected = ()) -> pd.DataFrame:
     """The leaderboard as one typed row per (model, task) cell, for leaderboard.csv."""
     _, cells = leaderboard_cells(records, tasks, expected)
     columns = list(CellStats.__dataclass_fields__)
@@ -332,52 +335,53 @@ def _constant(vals: np.ndarray) -> bool:
 
 def _r2_note(ok: list[dict[str, Any]], test_mask: np.ndarray | None) -> tuple[int, str]:
     """(held-out cells, why an R² against the theory means nothing or "")."""
-    n = int(test_mask.sum()) if test_mask is not None else int(ok[0].get("n_test") or 0) if ok else 0
+    n = int(test_mask.sum()) if test_mask is not None else int(ok[0].n_test or 0) if ok else 0
     if n and n < MIN_R2_CELLS:
         return n, f"{n} cell{'s' if n > 1 else ''}"
     if test_mask is not None:
-        theory = [np.asarray(r["theory_predictions"], dtype=float) for r in ok if r.get("theory_predictions") is not None]
+        theory = [np.asarray(r.theory_predictions, dtype=float) for r in ok if r.theory_predictions is not None]
         if theory and len(theory[0]) == len(test_mask) and all(_constant(t[test_mask]) for t in theory):
             return n, "theory constant"
     return n, ""
 
 
 def theory_stats(
-    records: list[dict[str, Any]], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
+    records: list[CellRecord], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
 ) -> list[TheoryStats]:
     """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes.
 
     `heldout`: task → its held-out mask, to tell when R² against the theory means nothing (< 3 cells, constant theory).
     """
+    records = as_records(records)
     expected = list(expected)
     members, big = _rows_key(records)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
-        if r["group"] in big and r["status"] == "skipped":
+        if r.group in big and r.skipped:
             continue
-        by[(r["group"] if r["group"] in big else r["model"], r["task"])].append(r)
+        by[(r.group if r.group in big else r.model, r.task)].append(r)
     wanted = {(g if g in big else m, t) for m, g, t in expected}
     order = {t: i for i, t in enumerate(tasks)}
     out = []
     for name, is_big in _row_order(records, expected, big):
         for task in sorted({t for (n, t) in [*by, *wanted] if n == name}, key=lambda t: order.get(t, len(order))):
             recs = by.get((name, task), [])
-            ok = [r for r in recs if r["status"] == "ok"]
+            ok = [r for r in recs if r.ok]
             st = TheoryStats(name, task, _status_of(recs), worst_of=len(members[name]) if is_big else 1)
             if ok:
-                st.theory_kernel = str(ok[0].get("theory_kernel", ""))
-                st.theory_objective = str(ok[0].get("theory_objective", ""))
+                st.theory_kernel = ok[0].theory_kernel or ""
+                st.theory_objective = ok[0].theory_objective or ""
                 if is_big:  # the worst member speaks for the sweep
-                    st.theory_r2_mean = min(_vals(r.get("theory_r2") for r in ok), default=math.nan)
-                    st.additivity_mean = min(_vals(r.get("additivity") for r in ok), default=math.nan)
+                    st.theory_r2_mean = min(_vals(r.metric("theory_r2") for r in ok), default=math.nan)
+                    st.additivity_mean = min(_vals(r.metric("additivity") for r in ok), default=math.nan)
                 else:
-                    st.theory_r2_mean, st.theory_r2_std = _mstd(r.get("theory_r2") for r in ok)
-                    st.additivity_mean, st.additivity_std = _mstd(r.get("additivity") for r in ok)
-                st.max_abs_diff = max(_vals(r.get("theory_max_abs_diff") for r in ok), default=math.nan)
-                st.slope_mean = _mstd(r.get("slope") for r in ok)[0]
-                st.theory_slope_mean = _mstd(r.get("theory_slope") for r in ok)[0]
-                st.irrelevant_share_mean = _mstd(r.get("irrelevant_share") for r in ok)[0]
-                st.theory_irrelevant_share_mean = _mstd(r.get("theory_irrelevant_share") for r in ok)[0]
+                    st.theory_r2_mean, st.theory_r2_std = _mstd(r.metric("theory_r2") for r in ok)
+                    st.additivity_mean, st.additivity_std = _mstd(r.metric("additivity") for r in ok)
+                st.max_abs_diff = max(_vals(r.metric("theory_max_abs_diff") for r in ok), default=math.nan)
+                st.slope_mean = _mstd(r.metric("slope") for r in ok)[0]
+                st.theory_slope_mean = _mstd(r.metric("theory_slope") for r in ok)[0]
+                st.irrelevant_share_mean = _mstd(r.metric("irrelevant_share") for r in ok)[0]
+                st.theory_irrelevant_share_mean = _mstd(r.metric("theory_irrelevant_share") for r in ok)[0]
                 st.n_heldout, st.r2_note = _r2_note(ok, (heldout or {}).get(task))
             out.append(st)
     return out
@@ -390,14 +394,15 @@ def _fmt(mean: float, std: float = math.nan) -> str:
 
 
 def theory_table(
-    records: list[dict[str, Any]], tasks: list[str] | None = None, expected: Expected = (),
+    records: list[CellRecord], tasks: list[str] | None = None, expected: Expected = (),
     heldout: dict[str, np.ndarray] | None = None,
 ) -> Table:
     """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes."""
-    tasks = tasks if tasks is not None else list(dict.fromkeys(r["task"] for r in records))
+    records = as_records(records)
+    tasks = tasks if tasks is not None else list(dict.fromkeys(r.task for r in records))
     rows, keys, meta, links = [], {}, [], {}
     # The irrelevant share exists only for tasks that declare the components their target depends on.
-    shares = any(r.get("irrelevant_share") is not None for r in records)
+    shares = any(r.metric("irrelevant_share") is not None for r in records)
     for i, st in enumerate(theory_stats(records, tasks, expected, heldout)):
         name = f"{st.model} (worst of {st.worst_of})" if st.worst_of > 1 else st.model
         meta.append({"model": name, "task": st.task, "status": st.status})
@@ -439,7 +444,7 @@ def theory_table(
 
 
 def theory_frame(
-    records: list[dict[str, Any]], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
+    records: list[CellRecord], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
 ) -> pd.DataFrame:
     """The theory table as typed rows, for theory.csv (r2_note says when theory_r2_mean means nothing)."""
     columns = list(TheoryStats.__dataclass_fields__)
@@ -450,21 +455,22 @@ def theory_frame(
     return frame.astype({"worst_of": int, "n_heldout": int, **{c: float for c in floats}})
 
 
-def sweep_table(records: list[dict[str, Any]]) -> Table | None:
+def sweep_table(records: list[CellRecord]) -> Table | None:
     """Big sweeps: per task, how many members reach a perfect held-out score."""
+    records = as_records(records)
     members, big = _rows_key(records)
     if not big:
         return None
     by: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        if r["group"] in big and r["status"] == "ok":
-            by[(r["group"], r["task"])][r["model"]].append(r[_score_metric(r)])
+        if r.group in big and r.ok:
+            by[(r.group, r.task)][r.model].append(r.metrics[_score_metric(r)])
     rows, keys, meta = [], {}, []
     for (group, task), per_member in sorted(by.items()):
         means = [float(np.mean(v)) for v in per_member.values()]
-        recs = [r for r in records if r["group"] == group and r["task"] == task]
-        skipped = len({r["model"] for r in recs if r["status"] == "skipped"})
-        failed = len({r["model"] for r in recs if r["status"] == "error"})
+        recs = [r for r in records if r.group == group and r.task == task]
+        skipped = len({r.model for r in recs if r.skipped})
+        failed = len({r.model for r in recs if r.failed})
         values = [len(means), skipped, failed, sum(m >= 1 - 1e-9 for m in means), float(np.mean(means))]
         i = len(rows)
         rows.append([group, task, *map(str, values[:4]), f"{values[4]:.3f}"])
@@ -505,27 +511,28 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
     return Table("Run summary", "", ["", ""], rows)
 
 
-def detail_table(records: list[dict[str, Any]], tasks: list[str], expected: Expected = ()) -> Table:
+def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected = ()) -> Table:
     """Per (model, task) cell: every seed's score, the theory's kernel, wall time and error text (HTML link targets)."""
+    records = as_records(records)
     labels, cells = leaderboard_cells(records, tasks, expected)
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
-        by[(r["model"], r["task"])].append(r)
+        by[(r.model, r.task)].append(r)
     rows, ids, meta = [], {}, []
     for label in labels:
         for task in tasks:
             cell = cells.get((label, task))
             if cell is None or cell.is_sweep:
                 continue
-            recs = sorted(by.get((label, task), []), key=lambda r: r["seed"])
+            recs = sorted(by.get((label, task), []), key=lambda r: r.seed)
             seeds = " · ".join(
-                f"{r['seed']}: {r[_score_metric(r)]:.3f}" if r["status"] == "ok" and r.get(_score_metric(r)) is not None
-                else f"{r['seed']}: {r['status']}" for r in recs
+                f"{r.seed}: {r.metrics[_score_metric(r)]:.3f}" if r.ok and r.metric(_score_metric(r)) is not None
+                else f"{r.seed}: {r.status.value}" for r in recs
             )
-            ok = [r for r in recs if r["status"] == "ok"]
-            kernel = f"{ok[0].get('theory_kernel') or '–'}/{ok[0].get('theory_objective') or '–'}" if ok else "–"
-            wall = sum(float(r.get("wall_time") or 0.0) for r in recs)
-            errors = list(dict.fromkeys(str(r.get("error", "")) for r in recs if r["status"] != "ok" and r.get("error")))
+            ok = [r for r in recs if r.ok]
+            kernel = f"{ok[0].theory_kernel or '–'}/{ok[0].theory_objective or '–'}" if ok else "–"
+            wall = sum(float(r.wall_time or 0.0) for r in recs)
+            errors = list(dict.fromkeys(str(r.message) for r in recs if not r.ok and r.message))
             ids[len(rows)] = cell_anchor(label, task)
             meta.append({"model": label, "task": task, "status": cell.status})
             rows.append([label, task, cell.status, seeds or "–", kernel, f"{wall:.2f} s" if recs else "–", "; ".join(errors)])
@@ -564,16 +571,8 @@ def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[
     return "\n".join(lines)
 
 
-def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
+def records_frame(records: list[CellRecord]) -> pd.DataFrame:
     """Records as a flat table (prediction arrays dropped; sweep values and the adapter's info as columns)."""
-    rows = []
-    for r in records:
-        row = {k: v for k, v in r.items() if k not in ARRAY_FIELDS and k not in ("sweep", "info")}
-        for k, v in (r.get("sweep") or {}).items():
-            row[f"sweep.{k}"] = v
-        for k, v in (r.get("info") or {}).items():
-            row[f"info.{k}"] = v
-        rows.append(row)
     import pandas as pd
 
-    return pd.DataFrame(rows)
+    return pd.DataFrame([r.flat() for r in as_records(records)])

@@ -5,6 +5,8 @@ A rich table on a terminal; plain text (one line per model) when the output is a
 
 from __future__ import annotations
 
+from compbench.records import CellRecord, as_records
+
 import math
 import sys
 from pathlib import Path
@@ -23,8 +25,9 @@ def _cell(c: CellStats | None) -> str:
     return text + (" (err)" if c.n_error else "")
 
 
-def compact_rows(loaded: Any, records: list[dict[str, Any]]) -> tuple[list[str], list[list[str]], set[tuple[int, int]]]:
+def compact_rows(loaded: Any, records: list[CellRecord]) -> tuple[list[str], list[list[str]], set[tuple[int, int]]]:
     """Headers ('model', 'te acc ↑', …), one row per model, and the (row, column) cells that are best."""
+    records = as_records(records)
     tasks = [t.id for t in loaded.suite.tasks]
     expected = [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
     labels, cells = leaderboard_cells(records, tasks, expected)
@@ -61,7 +64,7 @@ def _rich(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]],
     Console(file=out).print(table)
 
 
-def print_leaderboard(loaded: Any, records: list[dict[str, Any]], verdicts: list[Any], out: TextIO | None = None) -> None:
+def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any], out: TextIO | None = None) -> None:
     """The compact leaderboard, then every failing expectation (rich on a TTY, plain text otherwise)."""
     out = out or sys.stdout
     headers, rows, best = compact_rows(loaded, records)

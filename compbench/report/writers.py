@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from compbench.records import CellRecord
 from compbench.registry import PluginError, Registry, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.reporters"
@@ -26,7 +27,7 @@ class ReportContext:
 
     out_dir: Path
     loaded: Any  # compbench.suite.LoadedSuite
-    records: list[dict[str, Any]]
+    records: list[CellRecord]
     verdicts: list[Any]  # compbench.claims.Verdict
     summary: dict[str, Any]
     formats: tuple[str, ...] = DEFAULT_FORMATS
@@ -126,9 +127,7 @@ class CsvWriter(Reporter):
         csvs = {
             "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected),
             "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected, {t: d.test_mask for t, d in ctx.tasks.items()}),
-            # The store adds schema_version when it reads a record back: left out, a cold and a cached
-            # run write the same records.csv.
-            "records.csv": records_frame([{k: v for k, v in r.items() if k != "schema_version"} for r in ctx.records]),
+            "records.csv": records_frame(ctx.records),
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
                                              columns=[*Verdict.__dataclass_fields__, "verdict"]),
         }
@@ -166,20 +165,20 @@ class PredictionsWriter(Reporter):
         components: dict[str, None] = {}
         vector = False
         for r in ctx.records:
-            if r.get("status") != "ok" or r.get("predictions") is None or r["task"] not in ctx.tasks:
+            if not r.ok or r.predictions is None or r.task not in ctx.tasks:
                 continue
-            data = ctx.tasks[r["task"]]
+            data = ctx.tasks[r.task]
             names = [_column(name) for name in _component_names(data)]
             components.update(dict.fromkeys(names))
-            preds = r["predictions"]
-            theory = r.get("theory_predictions")
+            preds = r.predictions
+            theory = r.theory_predictions
             classes = bool(getattr(data, "n_classes", 0))
             width = 1 if classes or np.ndim(data.y) == 1 else int(np.shape(data.y)[1])
             vector = vector or width > 1
             test = data.test_mask
             for i, cell in enumerate(data.cells):
                 for k in range(width):
-                    row: dict[str, Any] = {"task": r["task"], "model": r["model"], "seed": r["seed"],
+                    row: dict[str, Any] = {"task": r.task, "model": r.model, "seed": r.seed,
                                            "split": "held_out" if test[i] else "train"}
                     for c, name in enumerate(names):
                         row[name] = _label(data, c, int(cell[c]))

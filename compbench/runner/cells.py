@@ -6,6 +6,7 @@ import functools
 import hashlib
 import inspect
 import json
+import re
 import sys
 import warnings
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ class Job:
     model: ModelSpec
     seeds: tuple[int, ...]
     keys: tuple[str, ...]
+    code: str = ""  # hash of the code that produces its predictions (code_version); stored in its records
 
 
 def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
@@ -56,10 +58,53 @@ def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
     return {t.id: PreparedTask(t, make_task(t.family, **t.params)) for t in loaded.suite.tasks}
 
 
-# The code that determines a cell's numbers; a change to any of it invalidates cached cells.
-# Not scoring/expectations.py: judging the suite's expectations reads records, it makes none.
-_RESULT_CODE = ("adapters", "encodings", "scoring/__init__.py", "scoring/metrics.py", "scoring/metric_facts.py", "tasks",
-                "theory", "training", "runner/execute.py")
+# A cell's predictions are produced by runner/execute.py and every compbench module it imports,
+# directly or through others (found by reading their import statements, so a new module, or an
+# existing one such as losses.py that an adapter imports, is covered without being listed). The
+# packages below describe, store, judge or show results and never change a cell's numbers, so the
+# walk does not enter them: editing a claim, a report or the suite loader retrains nothing.
+RESULT_ENTRY = "compbench.runner.execute"
+NOT_RESULT_CODE = ("compbench.suite", "compbench.claims", "compbench.store", "compbench.records", "compbench.report",
+                   "compbench.check", "compbench.outcome", "compbench.cli", "compbench.pytest_plugin", "compbench.testing",
+                   "compbench.scoring.expectations", "compbench.runner.progress", "compbench.runner.run",
+                   "compbench.runner.executors", "compbench.runner.interrupt", "compbench.runner.memory", "compbench.api")
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(compbench[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)|import[ \t]+(compbench[\w.]*))",
+                     re.MULTILINE)
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    base = root.joinpath(*name.split("."))
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.is_file():
+            return f
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def result_code_files() -> tuple[Path, ...]:
+    """The compbench source files that produce a cell's predictions: runner/execute.py's import closure."""
+    root = Path(__file__).resolve().parent.parent.parent
+    seen: dict[Path, None] = {}
+    todo = [RESULT_ENTRY]
+    while todo:
+        name = todo.pop()
+        if any(name == n or name.startswith(n + ".") for n in NOT_RESULT_CODE):
+            continue
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
+            f = _module_file(root, ".".join(parts[:i]))
+            if f is None or f in seen or any(".".join(parts[:i]) == n for n in NOT_RESULT_CODE):
+                continue
+            seen[f] = None
+            for m in _IMPORT.finditer(f.read_text(encoding="utf-8")):
+                if m.group(3):
+                    todo.append(m.group(3))
+                    continue
+                todo.append(m.group(1))
+                for alias in re.split(r"[\s,()]+", m.group(2)):
+                    if alias and alias != "as" and alias.isidentifier():
+                        todo.append(f"{m.group(1)}.{alias}")  # `from compbench.theory import ntk`: a module
+    return tuple(sorted(seen))
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,6 +113,7 @@ def _source_hash(paths: tuple[str, ...]) -> str:
     for path in paths:
         p = Path(path)
         for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
+            digest.update(f.name.encode())
             digest.update(f.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -77,7 +123,7 @@ def package_files(obj: object) -> tuple[str, ...]:
 
     A plugin's adapter usually imports helpers from its own package: editing any of them must
     invalidate its cells, so the whole top-level package is hashed, not only the class's module.
-    compbench's own objects are covered by _RESULT_CODE.
+    compbench's own objects are covered by result_code_files().
     """
     module = sys.modules.get(getattr(obj, "__module__", "") or "")
     top = (module.__name__.split(".")[0] if module else "")
@@ -98,7 +144,6 @@ def code_version(adapter: str, family: str | None = None, encoding: str | None =
     """Hash of compbench's result-producing code plus the packages the adapter, family and encoding come from."""
     from compbench.adapters import get_adapter
 
-    root = Path(__file__).resolve().parent.parent
     cls = get_adapter(adapter)
     extra = package_files(cls)
     if "" in extra:
@@ -112,7 +157,7 @@ def code_version(adapter: str, family: str | None = None, encoding: str | None =
 
         extra += package_files(get_encoding(encoding).encode)
     files = tuple(dict.fromkeys(p for p in extra if p))
-    return _source_hash(tuple(str(root / p) for p in _RESULT_CODE) + files)
+    return _source_hash(tuple(str(p) for p in result_code_files()) + files)
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,10 +170,13 @@ def _warn_no_source(adapter: str, where: str) -> None:
 
 
 def _definition(task: TaskEntry, model: ModelSpec, seed: int, device: str, params: dict | None = None) -> dict:
-    """Everything that determines a cell's result (hashed into its key)."""
+    """What a cell is (hashed into its key): task, encoding, model, seed, device.
+
+    The code that computes it is not part of its identity: a record stores the hash of that code
+    (`code`), so a result computed by another version of compbench is still found, shown as stale
+    by `report`, and recomputed by `run`.
+    """
     return {
-        "version": __version__,
-        "code": code_version(model.adapter, task.family, task.encoding_name),
         "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
         "adapter": model.adapter,
         "params": model.params.model_dump(mode="json") if params is None else params,
@@ -151,10 +199,10 @@ class _KeyMaker:
     sweep has thousands of cells sharing them) instead of dumping every cell's whole definition.
     """
 
-    MEMBERS = ("adapter", "code", "device", "params", "schema", "seed", "task", "version")
+    MEMBERS = ("adapter", "device", "params", "schema", "seed", "task")
 
     def __init__(self, device: str) -> None:
-        self.device, self.version = json.dumps(device), json.dumps(__version__)
+        self.device = json.dumps(device)
         self.models: dict[int, tuple[str, str]] = {}
         self.tasks: dict[tuple[str, str], tuple[str, str]] = {}
 
@@ -167,11 +215,11 @@ class _KeyMaker:
         if (model.adapter, task.id) not in self.tasks:
             definition = _definition(task, model, 0, "", params={})
             assert sorted({"schema", *definition}) == list(self.MEMBERS), "a key field was added: update _KeyMaker"
-            self.tasks[(model.adapter, task.id)] = (dump(definition["code"]), dump(definition["task"]))
-        code, task_text = self.tasks[(model.adapter, task.id)]
-        head = (f'{{"adapter": {adapter}, "code": {code}, "device": {self.device}, "params": {params}, '
+            self.tasks[(model.adapter, task.id)] = dump(definition["task"])
+        task_text = self.tasks[(model.adapter, task.id)]
+        head = (f'{{"adapter": {adapter}, "device": {self.device}, "params": {params}, '
                 f'"schema": {SCHEMA_VERSION}, "seed": ')
-        tail = f', "task": {task_text}, "version": {self.version}}}'
+        tail = f', "task": {task_text}}}'
         return tuple(hashlib.sha256(f"{head}{json.dumps(seed)}{tail}".encode()).hexdigest()[:20] for seed in seeds)
 
 
@@ -181,5 +229,6 @@ def expand_jobs(loaded: LoadedSuite, tasks: dict[str, PreparedTask], device: str
     maker = _KeyMaker(device)
     for model in loaded.models:
         for entry in loaded.tasks_for(model):
-            jobs.append(Job(tasks[entry.id], model, model.seeds, maker.keys(entry, model, model.seeds)))
+            code = code_version(model.adapter, entry.family, entry.encoding_name)
+            jobs.append(Job(tasks[entry.id], model, model.seeds, maker.keys(entry, model, model.seeds), code))
     return jobs

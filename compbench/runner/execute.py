@@ -13,15 +13,20 @@ from typing import Any
 
 import numpy as np
 
+from compbench import __version__
 from compbench.adapters import InvalidModelError, get_adapter
 from compbench.adapters.base import ContractBreak, Fitted, check_fitted, check_kernels, check_theory_options, plain_info
+from compbench.records import CellError, CellRecord, Status
 from compbench.runner.cells import Job
 from compbench.runner.device import determinism_settings
+from compbench.scoring.metric_facts import r2_not_applicable
 from compbench.scoring.metrics import cell_metrics
 
 
-def _base_record(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
+def _identity(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
+    """The fields every record of this job and seed carries, whatever became of the cell."""
     t, m = job.task, job.model
+    data = t.data
     return {
         "key": key,
         "task": t.entry.id,
@@ -31,11 +36,17 @@ def _base_record(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
         "group": m.group,
         "adapter": m.adapter,
         "sweep": m.sweep_values,
+        "params": m.params.model_dump(mode="json"),
         "seed": seed,
         "device": device,
-        "n_train": int(t.data.train_mask.sum()),
-        "n_test": t.data.n_test,
+        "kind": data.kind,
+        "n_outputs": data.n_outputs,
+        "n_classes": data.n_classes or None,
+        "n_train": int(data.train_mask.sum()),
+        "n_test": data.n_test,
         "determinism": determinism_settings(),
+        "version": __version__,
+        "code": job.code,
     }
 
 
@@ -47,12 +58,13 @@ def per_cell(values: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarr
         return sums / counts
 
 
-def failed_records(job: Job, device: str, error: str, *, status: str = "error", wall_time: float = 0.0, **extra: Any) -> list[dict[str, Any]]:
+def failed_records(job: Job, device: str, error: str, *, status: str = "error", wall_time: float = 0.0,
+                   error_stage: str | None = None, traceback: str | None = None,
+                   contract_breaks: tuple[str, ...] | list[str] = ()) -> list[CellRecord]:
     """One error (or skipped) record per seed of the job, carrying `error` as its message."""
-    return [
-        {**_base_record(job, s, k, device), "status": status, "error": error, "wall_time": wall_time, **extra}
-        for s, k in zip(job.seeds, job.keys)
-    ]
+    err = CellError(error, error_stage, tuple(contract_breaks), traceback)
+    return [CellRecord(**_identity(job, s, k, device), status=Status(status), error=err, wall_time=wall_time)
+            for s, k in zip(job.seeds, job.keys)]
 
 
 def describe(exc: BaseException) -> str:
@@ -68,13 +80,23 @@ def _exception_fields(stage: str, exc: BaseException) -> dict[str, Any]:
     return {"error": message, "error_stage": stage, "traceback": traceback.format_exc(limit=6)}
 
 
+def _exception_error(stage: str, exc: BaseException) -> CellError:
+    f = _exception_fields(stage, exc)
+    return CellError(f["error"], stage, (), f["traceback"])
+
+
 def _contract_fields(adapter: str, problems: list[ContractBreak], seed: int | None = None) -> dict[str, Any]:
     where = f" (seed {seed})" if seed is not None else ""
     message = f"adapter {adapter!r} broke the adapter contract{where}: " + "; ".join(p.message for p in problems)
     return {"error": message, "error_stage": "contract", "contract_breaks": sorted({p.name for p in problems})}
 
 
-def run_job(job: Job, device: str) -> list[dict[str, Any]]:
+def _contract_error(adapter: str, problems: list[ContractBreak], seed: int | None = None) -> CellError:
+    f = _contract_fields(adapter, problems, seed)
+    return CellError(f["error"], "contract", tuple(f["contract_breaks"]))
+
+
+def run_job(job: Job, device: str) -> list[CellRecord]:
     """Records for every seed of the job; failures become error (or skipped) records."""
     start = time.perf_counter()
     name = job.model.adapter
@@ -117,26 +139,27 @@ def run_job(job: Job, device: str) -> list[dict[str, Any]]:
     records = []
     for seed, key, fit in zip(job.seeds, job.keys, fitted):
         t0 = time.perf_counter()
-        rec = _base_record(job, seed, key, device)
+        base = _identity(job, seed, key, device)
         problems = check_fitted(fit, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)
         if isinstance(fit, Fitted) and fit.kernels is None and shared is not None:
             problems += shared_problems
         if isinstance(fit, Fitted) and not any(p.name == "info-serialisable" for p in problems):
             # The adapter's extras live under "info": nothing it returns can change the record's identity.
-            rec["info"] = plain_info(fit.info)
+            base["info"] = plain_info(fit.info)
         if problems:
-            rec.update(status="error", wall_time=train_wall, **_contract_fields(name, problems, seed))
+            rec = CellRecord(**base, status=Status.ERROR, error=_contract_error(name, problems, seed), wall_time=train_wall)
         elif fit.error:
-            rec.update(status="error", error=fit.error, error_stage="fit_seeds", wall_time=train_wall)
+            rec = CellRecord(**base, status=Status.ERROR, error=CellError(str(fit.error), "fit_seeds"), wall_time=train_wall)
         else:
             where = ["theory solve"]  # _score moves it on, so a failure says which step raised
             try:
-                rec.update(_score(job, fit, shared, options, kernel_name, enc, where))
-                rec["wall_time"] = train_wall + time.perf_counter() - t0
+                scored = _score(job, fit, shared, options, kernel_name, enc, where)
+                rec = CellRecord(**base, **scored, status=Status.OK, wall_time=train_wall + time.perf_counter() - t0)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 — a theory solve or scoring failure is this seed's error
-                rec.update(status="error", wall_time=train_wall + time.perf_counter() - t0, **_exception_fields(where[0], exc))
+                rec = CellRecord(**base, status=Status.ERROR, error=_exception_error(where[0], exc),
+                                 wall_time=train_wall + time.perf_counter() - t0)
         records.append(rec)
     return records
 
@@ -195,9 +218,10 @@ def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_n
     if fitter is None:
         del metrics["additivity"]
     metrics.update(_irrelevant(job, preds[None, :], None if theory_preds is None else theory_preds[None, :]))
+    test = data.test_mask
     return {
-        **metrics,
-        "status": "ok",
+        "metrics": metrics,
+        "not_applicable": _not_applicable(metrics, int(test.sum()), None if theory_preds is None else theory_preds[test]),
         "theory_kernel": kernel_name,
         "theory_objective": options["objective"],
         "predictions": np.round(preds, 10).tolist(),
@@ -261,16 +285,23 @@ def _score_shaped(job: Job, fit: Fitted, sample_theory: np.ndarray | None, optio
     metrics.update(_irrelevant(job, rows, th_rows))
     squeeze = (lambda a: a[:, 0]) if (k == 1 and not data.vector_output) else (lambda a: a)
     out: dict[str, Any] = {
-        **metrics,
-        "status": "ok",
+        "metrics": metrics,
+        "not_applicable": _not_applicable(metrics, len(test_cells), None if stored_th is None else stored_th[test_cells]),
         "theory_kernel": kernel_name,
         "theory_objective": options["objective"],
         "predictions": np.round(squeeze(stored), 10).tolist(),
         "theory_predictions": None if stored_th is None else np.round(squeeze(stored_th), 10).tolist(),
     }
     if data.kind == "multiclass":
-        out["n_classes"] = data.n_classes
         out["theory_note"] = "theory: the MSE-on-one-hot network (kernel regression on one-hot targets, argmax)"
     if per_output:
         out["per_output"] = per_output
     return out
+
+
+def _not_applicable(metrics: dict[str, float], n_heldout: int, theory_heldout: np.ndarray | None) -> dict[str, str]:
+    """Metrics this cell carries whose value says nothing here (scoring.metric_facts' rules), with why."""
+    if "theory_r2" not in metrics:
+        return {}
+    why = r2_not_applicable(n_heldout, theory_heldout)
+    return {"theory_r2": why} if why else {}

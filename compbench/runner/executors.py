@@ -19,6 +19,7 @@ from typing import Any
 
 from compbench.runner.cells import Job, PreparedTask
 from compbench.suite import ModelSpec
+from compbench.records import CellRecord
 from compbench.runner.execute import failed_records, run_job
 from compbench.runner.memory import keep_freed_memory
 
@@ -62,8 +63,9 @@ def _worker_init(tasks: dict[str, PreparedTask]) -> None:
         pass
 
 
-def _run_in_worker(task_id: str, model: ModelSpec, seeds: tuple[int, ...], keys: tuple[str, ...], device: str) -> list[dict[str, Any]]:
-    return run_job(Job(_WORKER_TASKS[task_id], model, seeds, keys), device)
+def _run_in_worker(task_id: str, model: ModelSpec, seeds: tuple[int, ...], keys: tuple[str, ...], code: str,
+                   device: str) -> list[CellRecord]:
+    return run_job(Job(_WORKER_TASKS[task_id], model, seeds, keys, code), device)
 
 
 def _tasks_of(jobs: list[Job]) -> dict[str, PreparedTask]:
@@ -71,17 +73,17 @@ def _tasks_of(jobs: list[Job]) -> dict[str, PreparedTask]:
 
 
 def _args(job: Job) -> tuple[Any, ...]:
-    return job.task.entry.id, job.model, job.seeds, job.keys
+    return job.task.entry.id, job.model, job.seeds, job.keys, job.code
 
 
-def _run_in_ray(tasks: dict[str, PreparedTask], *args: Any) -> list[dict[str, Any]]:
+def _run_in_ray(tasks: dict[str, PreparedTask], *args: Any) -> list[CellRecord]:
     # Ray hands every task the same object-store copy of the prepared tasks.
     if not _WORKER_TASKS:
         _worker_init(tasks)
     return _run_in_worker(*args)
 
 
-def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs one after another in this process."""
     for i, job in enumerate(jobs):
         yield i, run_job(job, device)
@@ -175,7 +177,7 @@ class _Worker:
 
 def run_process_pool(
     jobs: list[Job], device: str, workers: int, cell_timeout: float | None = None
-) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs on `workers` local processes, each sent a few jobs ahead and reporting each job as it ends.
 
     A worker runs its jobs in order and sends each one's records back at once, so the job it is
@@ -191,7 +193,7 @@ def run_process_pool(
     pool = [_Worker(ctx, tasks, device) for _ in range(min(max(1, workers), len(jobs)))]
     per_job = None  # seconds per job, a running average over recent jobs (None: none finished yet)
 
-    def replace(k: int, first: list[dict[str, Any]] | None) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    def replace(k: int, first: list[CellRecord] | None) -> Iterator[tuple[int, list[CellRecord]]]:
         # The worker at pool[k] is gone: its running job gets `first` (an error), the rest are requeued.
         w = pool[k]
         running, rest = (w.jobs[0], list(w.jobs)[1:]) if w.jobs else (None, [])
@@ -273,7 +275,7 @@ def _prepare(tasks: dict[str, PreparedTask]) -> None:
 
 def run_ray(
     jobs: list[Job], device: str, address: str | None = None, gpus_per_job: float = 0.0, cell_timeout: float | None = None
-) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs as Ray tasks (a local Ray instance, or the cluster at `address`).
 
     With `cell_timeout`, at most one job per cluster CPU is in flight, so a job's clock (started

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
 from compbench.runner.executors import AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, run_process_pool, run_ray
@@ -25,7 +26,7 @@ class RunSummary:
 
     suite: str
     device: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[CellRecord] = field(default_factory=list)
     n_run: int = 0
     n_cached: int = 0
     n_failed: int = 0
@@ -57,27 +58,26 @@ class SuiteRunner:
         self.fresh_since: float | None = time.time() if force else None
         self.tasks = prepare_tasks(loaded)
         self.jobs = expand_jobs(loaded, self.tasks, self.device)
-        self._cache: dict[str, dict[str, Any]] | None = {} if force else None
+        self._cache: dict[str, CellRecord] | None = {} if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
 
     @property
-    def cache(self) -> dict[str, dict[str, Any]]:
+    def cache(self) -> dict[str, CellRecord]:
         """Newest stored record per cell key (loaded on first use)."""
         if self._cache is None:
             self._cache = self.store.latest()
         return self._cache
 
-    def relabel(self, job: Job, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def relabel(self, job: Job, records: list[CellRecord]) -> list[CellRecord]:
         """Records of a job under this suite's names (the key covers what determines a result, not names)."""
-        labels = {"task": job.task.entry.id, "model": job.model.id, "group": job.model.group,
-                  "sweep": job.model.sweep_values, "suite": self.loaded.name}
-        return [{**r, **labels} for r in records]
+        return [r.with_labels(task=job.task.entry.id, model=job.model.id, group=job.model.group,
+                              sweep=job.model.sweep_values, suite=self.loaded.name) for r in records]
 
-    def stored(self, job: Job) -> list[dict[str, Any]]:
+    def stored(self, job: Job) -> list[CellRecord]:
         """The job's stored records for the seeds that have one, relabelled for this suite."""
         return self.relabel(job, [self.cache[k] for k in job.keys if k in self.cache])
 
-    def cached(self, job: Job, recheck: bool = False) -> list[dict[str, Any]] | None:
+    def cached(self, job: Job, recheck: bool = False) -> list[CellRecord] | None:
         """The job's stored records, relabelled for this suite, or None if any seed is missing.
 
         With `recheck`, the store is asked again: another process may have finished the job. Error
@@ -89,28 +89,28 @@ class SuiteRunner:
             import sys
 
             self._retry_noted = True
-            n = sum(self.cache[k]["status"] == "error" for j in self.jobs for k in j.keys if k in self.cache)
+            n = sum(self.cache[k].failed for j in self.jobs for k in j.keys if k in self.cache)
             if n:
                 print(f"{self.loaded.name}: retrying {n} failed cell{'s' if n != 1 else ''} found in the cache",
                       file=sys.stderr, flush=True)
 
-        if recheck and not all(self._reusable(k) for k in job.keys):
+        if recheck and not self._job_reusable(job):
             self.cache.update(self.store.lookup(list(job.keys), since=self.fresh_since))
-        if not all(self._reusable(k) for k in job.keys):
+        if not self._job_reusable(job):
             return None
         records = self.stored(job)
         if not job.model.skip_invalid:
-            records = [{**r, "status": "error"} if r["status"] == "skipped" else r for r in records]
+            records = [r.with_labels(status=Status.ERROR) if r.skipped else r for r in records]
         return records
 
-    def store_records(self, records: list[dict[str, Any]]) -> None:
+    def store_records(self, records: list[CellRecord]) -> None:
         """Persist one finished job's records."""
         for r in records:
-            r["suite"] = self.loaded.name
+            r.suite = self.loaded.name
         self.store.append(records)
-        self.cache.update({r["key"]: r for r in records})
+        self.cache.update({r.key: r for r in records})
 
-    def run(self, job: Job, wait: bool = True) -> tuple[list[dict[str, Any]] | None, bool]:
+    def run(self, job: Job, wait: bool = True) -> tuple[list[CellRecord] | None, bool]:
         """The job's records and whether they came from the cache; fresh ones are stored at once.
 
         A job another live process has claimed is waited for (or, with wait=False, returned as
@@ -122,7 +122,7 @@ class SuiteRunner:
                 return records, cached
             time.sleep(0.05)
 
-    def run_many(self, jobs: list[Job]) -> Iterator[tuple[int, list[dict[str, Any]] | None, bool]]:
+    def run_many(self, jobs: list[Job]) -> Iterator[tuple[int, list[CellRecord] | None, bool]]:
         """(position, records, from the cache) for each job, in order; records None for a job another live process holds.
 
         The store is asked once for all of the jobs' keys and their claims are taken in one
@@ -130,7 +130,7 @@ class SuiteRunner:
         costs two claim transactions, not two per job. Each job's records are still stored, in
         their own transaction, as soon as the job ends.
         """
-        missing = [k for job in jobs for k in job.keys if not self._reusable(k)]
+        missing = [k for job in jobs for k in job.keys if not self._reusable(k, job.code)]
         if missing:
             self.cache.update(self.store.lookup(missing, since=self.fresh_since))
         todo = []
@@ -163,8 +163,13 @@ class SuiteRunner:
         finally:
             self.store.release_many(sorted(claimed))
 
-    def _reusable(self, key: str) -> bool:
-        return key in self.cache and self.cache[key]["status"] != "error"
+    def _reusable(self, key: str, code: str) -> bool:
+        """A stored record is reused when it did not fail and the same code computed it (else it is stale)."""
+        r = self.cache.get(key)
+        return r is not None and not r.failed and r.code == code
+
+    def _job_reusable(self, job: Job) -> bool:
+        return all(self._reusable(k, job.code) for k in job.keys)
 
     def close(self) -> None:
         """Release this process's claims and close the store."""
@@ -186,7 +191,7 @@ def _torch_for_training() -> None:
     import torch  # noqa: F401
 
 
-def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> list[dict[str, Any]]:
+def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> list[CellRecord]:
     """The stored records of every cell of the suite, relabelled for it, in suite order (no training).
 
     For each job the first of `devices` with any stored seed is used, so a report shows the device
@@ -195,7 +200,7 @@ def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> li
     runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
     try:
         others = [expand_jobs(loaded, runner.tasks, d) for d in devices[1:]]
-        out: list[dict[str, Any]] = []
+        out: list[CellRecord] = []
         for i, job in enumerate(runner.jobs):
             for candidate in (job, *(jobs[i] for jobs in others)):
                 if found := runner.stored(candidate):
@@ -209,7 +214,7 @@ def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> li
 def _execute(
     runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None, gpus_per_job: float,
     cell_timeout: float | None = None,
-) -> Iterator[tuple[int, list[dict[str, Any]], bool]]:
+) -> Iterator[tuple[int, list[CellRecord], bool]]:
     if executor == "local":
         deferred = []
         i = 0
@@ -264,7 +269,7 @@ def run_suite(
     runner = SuiteRunner(loaded, out_dir, device, force, writer=True)
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor)
-    results: list[list[dict[str, Any]] | None] = [None] * len(runner.jobs)
+    results: list[list[CellRecord] | None] = [None] * len(runner.jobs)
     todo: list[int] = []
     with Progress(len(runner.jobs), loaded.name, enabled=progress) as bar:
         try:
@@ -273,7 +278,7 @@ def run_suite(
                 if hit is not None:
                     results[i] = hit
                     summary.n_cached += len(hit)
-                    bar.advance([r["status"] for r in hit], cached=True)
+                    bar.advance([r.status.value for r in hit], cached=True)
                 else:
                     todo.append(i)
             for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job, cell_timeout):
@@ -282,7 +287,7 @@ def run_suite(
                     summary.n_cached += len(recs)
                 else:
                     summary.n_run += len(recs)
-                bar.advance([r["status"] for r in recs], cached=cached)
+                bar.advance([r.status.value for r in recs], cached=cached)
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under `compbench` (see runner.interrupt)
             summary.interrupted = True
         except Exception as exc:
@@ -297,7 +302,7 @@ def run_suite(
     if not summary.interrupted:
         runner.store.verify()  # records committed into a store deleted since would be lost: say so
     summary.records = [r for recs in results if recs is not None for r in recs]
-    summary.n_failed = sum(r["status"] == "error" for r in summary.records)
-    summary.n_skipped = sum(r["status"] == "skipped" for r in summary.records)
+    summary.n_failed = sum(r.failed for r in summary.records)
+    summary.n_skipped = sum(r.skipped for r in summary.records)
     summary.wall_time = time.perf_counter() - start
     return summary

@@ -9,36 +9,49 @@ from typing import Any
 
 from compbench.claims import Verdict, get_claim
 from compbench.claims.base import Subject
+from compbench.records import CellRecord, as_records
 from compbench.suite import Expectation, matches_model
 
 __all__ = ["Verdict", "evaluate_expectations"]
 
+Expected = tuple[str, str, str, int]  # (model id, sweep group, task id, seeds) of a cell the suite asks for
+
 
 def evaluate_expectations(
     expectations: list[Expectation],
-    records: list[dict[str, Any]],
+    records: list[CellRecord] | list[Mapping[str, Any]],
     tags: Mapping[str, set[str]] | None = None,
     *,
     partial: bool = False,
+    expected: list[Expected] | None = None,
 ) -> list[Verdict]:
     """Every expectation's verdicts on the records (skipped cells are ignored).
 
     `tags`: model id → its tags, for `@tag` model patterns. `partial`: only part of the suite ran
     (`--model`), so an expectation that matches no record is left out instead of failing.
+    `expected`: the cells the suite asks for; a per-cell claim on a (model, task) whose records are
+    missing (never run, interrupted) fails, instead of being judged on whatever was found.
     """
     tags = tags or {}
-    records = [r for r in records if r["status"] != "skipped"]
+    records = as_records(records)
+    found: dict[tuple[str, str], int] = defaultdict(int)
+    for r in records:
+        found[(r.group, r.task)] += 1
+    records = [r for r in records if not r.skipped]
     # Thousands of records share a few thousand models and a dozen tasks: each (model, pattern)
     # and (task, pattern) is matched once, not once per record.
     model_hits: dict[tuple[str, str, str], bool] = {}
     task_hits: dict[tuple[str, str], bool] = {}
 
-    def selects(r: dict[str, Any], pattern: str) -> bool:
-        key = (r["model"], r["group"], pattern)
+    def selects_model(model: str, group: str, pattern: str) -> bool:
+        key = (model, group, pattern)
         hit = model_hits.get(key)
         if hit is None:
-            hit = model_hits[key] = matches_model(r["model"], r["group"], tags.get(r["model"], set()), [pattern])
+            hit = model_hits[key] = matches_model(model, group, tags.get(model, set()), [pattern])
         return hit
+
+    def selects(r: CellRecord, pattern: str) -> bool:
+        return selects_model(r.model, r.group, pattern)
 
     def task_selected(task: str, patterns: list[str]) -> bool:
         return any(_task_hit(task_hits, task, p) for p in patterns)
@@ -51,19 +64,30 @@ def evaluate_expectations(
         if not claim.per_cell:
             verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
             continue
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
         chosen: dict[tuple[str, str], bool] = {}  # (model, group) → selected by this expectation
         for r in records:
-            member = (r["model"], r["group"])
+            member = (r.model, r.group)
             ok = chosen.get(member)
             if ok is None:
                 ok = chosen[member] = any(selects(r, p) for p in exp.models)
-            if ok and task_selected(r["task"], exp.tasks):
-                groups[(r["group"], r["task"])].append(r)
-        tag_only = all(p.startswith("@") for p in exp.models)
-        if not groups and not partial and not tag_only:  # a tag claim on no model yet is for models users add
+            if ok and task_selected(r.task, exp.tasks):
+                groups[(r.group, r.task)].append(r)
+        wanted: dict[tuple[str, str], int] = defaultdict(int)  # (group, task) → cells the suite asks for
+        for model, group, task, n in expected or ():
+            if any(selects_model(model, group, p) for p in exp.models) and task_selected(task, exp.tasks):
+                wanted[(group, task)] += n
+        for subject_task in wanted:
+            groups.setdefault(subject_task, [])
+        if not groups and not partial:
             verdicts.append(Verdict(name, exp.claim, ",".join(exp.models), ",".join(exp.tasks), float("nan"), "", False, "no records matched"))
         for (subject, task), recs in sorted(groups.items()):
+            lacking = wanted.get((subject, task), 0) - found.get((subject, task), 0)
+            if lacking > 0:
+                verdicts.append(Verdict(name, exp.claim, subject, task, float("nan"), "", False,
+                                        f"{lacking} of {wanted[(subject, task)]} cell(s) missing from the store "
+                                        "(not run, or the run was interrupted)"))
+                continue
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return verdicts
 

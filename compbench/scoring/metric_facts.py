@@ -6,6 +6,9 @@ Records, claims, reports and `check` read these instead of repeating the knowled
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+MIN_R2_CELLS = 3  # an R² over fewer held-out cells (or against a constant) says nothing
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,19 @@ METRICS: dict[str, MetricFact] = _facts(
     MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True),
 )
 
+# Statistics `check` computes over a big sweep's members (not metrics of one record).
+SWEEP_STATISTICS: dict[str, MetricFact] = _facts(
+    MetricFact("count_perfect", "members with a perfect held-out score", "higher", "any"),
+    MetricFact("mean_heldout", "mean held-out score over members", "higher", "any"),
+)
+
+
+def direction_of(metric: str) -> str | None:
+    """Which way a metric (or sweep statistic) is better: "higher", "lower", or None (neither, or unknown)."""
+    fact = METRICS.get(metric) or SWEEP_STATISTICS.get(metric)
+    return fact.direction if fact else None
+
+
 # The leaderboard's score per task kind.
 SCORE = {"classification": "heldout_acc", "regression": "heldout_r2", "multiclass": "heldout_acc"}
 
@@ -79,3 +95,31 @@ def chance_level(metric: str, kind: str, n_classes: int = 0) -> float | None:
     if kind == "multiclass" and metric == "heldout_acc" and n_classes:
         return 1.0 / n_classes
     return fact.chance
+
+
+def _constant(values: Any) -> bool:
+    import numpy as np
+
+    v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)
+    if len(v) == 0:
+        return False
+    # the tolerance of compbench.scoring.metrics.r2 for a constant target, per output
+    dev = np.sum((v - v.mean(axis=0)) ** 2, axis=0)
+    return bool(np.all(dev <= 1e-12 * len(v) * np.maximum(1.0, np.mean(v**2, axis=0))))
+
+
+def r2_not_applicable(n_heldout: int, theory_heldout: Any = None) -> str | None:
+    """Why R²(model, theory) says nothing on these held-out cells (too few, or a constant theory), else None.
+
+    An R² against a constant is 1 or 0 by convention, not a measure: the report shows it as n/a,
+    `check` does not gate on it, and claims read max |model − theory| instead.
+    """
+    if 0 < n_heldout < MIN_R2_CELLS:
+        return f"{n_heldout} cell{'s' if n_heldout > 1 else ''}"
+    if theory_heldout is not None and len(theory_heldout) and _constant(theory_heldout):
+        return "theory constant"
+    return None
+
+
+# Metrics whose value a record may declare not applicable (CellRecord.not_applicable), by rule above.
+NA_RULES = {"theory_r2": r2_not_applicable}

@@ -20,7 +20,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from compbench.records import CellRecord
+
+SCHEMA_VERSION = 1  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 STORE_FILE = "records.sqlite"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CLAIM_TTL = 3600.0  # a claim whose process cannot be probed (another host, no start time) is trusted this long
@@ -110,6 +112,11 @@ def cell_key(definition: dict[str, Any]) -> str:
     """A stable hash of everything that determines a cell's result."""
     blob = json.dumps({"schema": SCHEMA_VERSION, **definition}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _read(text: str) -> CellRecord:
+    """A stored record, migrated from the schema it was written with."""
+    return CellRecord.from_dict(json.loads(text))
 
 
 def _jsonable(obj: Any) -> Any:
@@ -284,20 +291,20 @@ class ResultStore:
         if self._db is not None:
             self._check_same_file()
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[CellRecord]:
         with self._errors():
             db = self._connect(create=False)
             if db is None:
                 return
             for (text,) in db.execute("SELECT record FROM records ORDER BY id"):
-                yield json.loads(text)
+                yield _read(text)
 
-    def latest(self, keys: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    def latest(self, keys: list[str] | None = None) -> dict[str, CellRecord]:
         """The newest record per cell key (only `keys`, when given)."""
-        out = {r["key"]: r for r in self}
+        out = {r.key: r for r in self}
         return out if keys is None else {k: out[k] for k in keys if k in out}
 
-    def lookup(self, keys: list[str], since: float | None = None) -> dict[str, dict[str, Any]]:
+    def lookup(self, keys: list[str], since: float | None = None) -> dict[str, CellRecord]:
         """The newest stored record for each of `keys` that has one, stored at or after `since` if given.
 
         Reads the file again each time, so it sees other processes' writes.
@@ -313,7 +320,7 @@ class ResultStore:
                 sql += " AND created >= ?"
                 args.append(since)
             rows = db.execute(sql + " ORDER BY id", args)
-            return {r["key"]: r for r in (json.loads(text) for (text,) in rows)}
+            return {r.key: r for r in (_read(text) for (text,) in rows)}
 
     def claim(self, job: str) -> bool:
         """Claim a job for this process; False while another live process holds it."""
@@ -355,11 +362,10 @@ class ResultStore:
             db = self._connect(create=False)
             return [] if db is None else [tuple(r) for r in db.execute("SELECT job, owner, created FROM claims")]
 
-    def append(self, records: list[dict[str, Any]]) -> None:
+    def append(self, records: list[CellRecord]) -> None:
         """Store one finished job's records in a single transaction, replacing older records of the same keys."""
         rows = [
-            (r["key"], r.get("suite"), r.get("status"), time.time(),
-             json.dumps({"schema_version": SCHEMA_VERSION, **r}, default=_jsonable))
+            (r.key, r.suite, r.status.value, time.time(), json.dumps(r.to_dict(), default=_jsonable))
             for r in records
         ]
         keys = sorted({r[0] for r in rows})

@@ -26,7 +26,7 @@ class TaskParamError(ValueError):
         super().__init__(f"{'.'.join(map(str, loc))}: {message}" if loc else message)
 
 
-TASK_KINDS = ("classification", "regression", "multiclass")
+from compbench.records import TASK_KINDS  # noqa: E402 — one definition, in the leaf package
 
 
 @dataclass(frozen=True)
