@@ -15,16 +15,33 @@ def _err(msg: str) -> None:
     print(f"compbench: {msg}", file=sys.stderr)
 
 
+def _load(args: argparse.Namespace, profile: str | None = None):  # -> LoadedSuite
+    """Load the suite a command names and say which file it is (a bare name is a bundled suite)."""
+    from compbench.suite import load_suite
+
+    loaded = load_suite(args.suite, profile=profile)
+    shown = f" with profile {profile!r}" if profile else ""
+    print(f"suite {loaded.name!r} from {loaded.path}{shown}", file=sys.stderr)
+    return loaded
+
+
+def _print_outcome(outcome) -> None:  # outcome: compbench.outcome.SuiteOutcome
+    """The outcome's problems on stderr, one line each (nothing when it passes)."""
+    for line in outcome.problems():
+        print(f"  {line}", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
+    from compbench.outcome import outcome_of_run
     from compbench.report import terminal
     from compbench.report.publish import parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
-    from compbench.suite import add_adapter_models, load_suite, parse_model_args, seeds_override
+    from compbench.suite import add_adapter_models, parse_model_args, seeds_override
 
     formats = parse_formats(args.format)
-    loaded = load_suite(args.suite, profile=args.profile)
+    loaded = _load(args, args.profile)
     added: list[str] = []
     if args.model_args and not args.model:
         _err("--model-args sets the parameters of an adapter added with --model NAME; give --model too")
@@ -58,22 +75,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     except DeviceUnavailableError as exc:
         _err(str(exc))
         return EXIT_USAGE
-    if args.model and not summary.records:
+    if args.model and not summary.jobs:
         _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
              f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
         return EXIT_USAGE
     # With --model only part of the suite ran: expectations are judged on the models that ran, and
     # those that match none of them are left out rather than failed.
+    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=bool(args.model))
     skipped: list[str] = []
-    verdicts, paths = publish(out_dir, loaded, summary.records, vars(summary), partial=bool(args.model), formats=formats,
-                              skipped=skipped)
-    n_fail = sum(not v.passed for v in verdicts)
+    verdicts, paths = publish(out_dir, loaded, outcome.records, vars(summary), partial=bool(args.model), formats=formats,
+                              skipped=skipped, verdicts=outcome.verdicts)
+    n_fail = len(outcome.failing_verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
         f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
         f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
     )
-    terminal.print_leaderboard(loaded, summary.records, verdicts)  # the compact leaderboard, then each failing expectation
+    terminal.print_leaderboard(loaded, outcome.records, verdicts)  # the compact leaderboard, then each failing expectation
     for name in added:
         mine = [v for v in verdicts if v.subject == name]
         print(f"{name}: {sum(v.passed for v in mine)}/{len(mine)} of the suite's claims about it pass"
@@ -85,29 +103,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if n_fail or summary.n_failed else EXIT_OK
+    _print_outcome(outcome)
+    return outcome.exit_code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild a suite's tables from its stored records, without training."""
     from compbench.report import terminal
     from compbench.report.publish import NoResultsError, parse_formats, rebuild
-    from compbench.suite import load_suite
 
     formats = parse_formats(args.format)
-    loaded = load_suite(args.suite)
+    loaded = _load(args, args.profile)
     out_dir = Path(args.out) if args.out else Path("results") / loaded.name
     try:
         skipped: list[str] = []
-        verdicts, paths = rebuild(out_dir, loaded, formats, skipped)
+        outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=args.profile)
     except NoResultsError as exc:
         _err(str(exc))
         return EXIT_USAGE
-    n_fail = sum(not v.passed for v in verdicts)
-    terminal.print_report_end(out_dir, loaded, verdicts, paths)
-    print(f"{loaded.name}: expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {len(paths)} report files in {out_dir}")
+    verdicts = outcome.verdicts
+    terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths)
+    print(f"{outcome.headline()}; {len(paths)} report files in {out_dir}")
     _print_skipped(skipped, formats)
-    return EXIT_FAILED if n_fail else EXIT_OK
+    _print_outcome(outcome)
+    return outcome.exit_code
 
 
 def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
@@ -119,15 +138,16 @@ def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
     print(f"report unchanged: {what}" if n == len(formats) else f"report partly rewritten: {what}")
 
 
-def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary) | int
+def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary, SuiteOutcome) | int
     """Load the suite, refuse bad input before anything trains, then run (or read cached) cells."""
+    from compbench.outcome import outcome_of_run
     from compbench.runner.run import run_suite
-    from compbench.suite import load_suite, seeds_override
+    from compbench.suite import seeds_override
 
     if args.seeds is not None and args.seeds < 1:
         _err(f"--seeds must be ≥ 1, got {args.seeds}: a baseline or check over no seeds measures nothing")
         return EXIT_USAGE
-    loaded = load_suite(args.suite, profile=args.profile)
+    loaded = _load(args, args.profile)
     if baseline_suite is not None and baseline_suite != loaded.name:
         _err(f"baseline {args.baseline} is for suite {baseline_suite!r}, but --suite {args.suite} is suite "
              f"{loaded.name!r}; nothing was run (record a baseline for {loaded.name!r} with `compbench baseline record`)")
@@ -137,7 +157,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet)
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
-    return loaded, summary
+    return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile)
 
 
 def _unrecordable(base) -> int | None:  # base: Baseline
@@ -161,50 +181,57 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
     result = _run_for_check(args)
     if isinstance(result, int):
         return result
-    loaded, summary = result
+    loaded, summary, outcome = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    base = baseline_from_records(loaded.name, summary.records, summary.device)
+    base = baseline_from_records(loaded.name, outcome.records, summary.device)
     refused = _unrecordable(base)
     if refused is not None:
         return refused
     base.write(Path(args.out))
     print(f"wrote baseline {args.out}: {len(base.cells)} cells")
-    return EXIT_OK
+    if not outcome.passed:  # recorded as measured; the suite's own verdict is still said, as run says it
+        print(outcome.headline(), file=sys.stderr)
+        _print_outcome(outcome)
+    return outcome.exit_code
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Compare a run with a baseline; exit 1 when a cell regressed, failed, lost seeds, or is missing or new."""
+    """Compare a run with a baseline; exit 1 when a cell regressed, failed, lost seeds, or is missing or new,
+    or when the suite's own outcome fails (a failed expectation, as `run` would report it)."""
     from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
 
     baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
     result = _run_for_check(args, baseline.suite)
     if isinstance(result, int):
         return result
-    loaded, summary = result
+    loaded, summary, outcome = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    rows = compare(baseline, cell_summaries(summary.records), k=args.k, allow_new=args.allow_new)
+    rows = compare(baseline, cell_summaries(outcome.records), k=args.k, allow_new=args.allow_new)
     if args.verbose or any(r.verdict != "ok" for r in rows):
         print(format_rows(rows, only_notable=not args.verbose))
     failed = [r for r in rows if r.failed]
     for r in failed:
         print(f"  {r.line()}")
-    code = EXIT_FAILED if failed else EXIT_OK
+    code = EXIT_FAILED if failed or not outcome.passed else EXIT_OK
     if args.update:
-        new = baseline_from_records(loaded.name, summary.records, summary.device)
+        new = baseline_from_records(loaded.name, outcome.records, summary.device)
         refused = _unrecordable(new)
         if refused is None:
             new.write(Path(args.baseline))
             print(f"updated {args.baseline}: {len(new.cells)} cells")
-        code = refused or EXIT_OK
-    count = {v: sum(r.verdict == v for r in rows) for v in ("REGRESSED", "missing", "new", "error", "non-finite", "fewer-seeds")}
+            failed = []
+        code = refused or outcome.exit_code
+    count = {v: sum(r.verdict == v for r in rows) for v in ("REGRESSED", "CHANGED", "missing", "new", "error", "non-finite", "fewer-seeds", "n/a")}
     n_cells = len({r.cell for r in rows})
     print(f"check {loaded.name} against {args.baseline}: {n_cells} cells, {len(rows)} comparisons, "
-          f"{count['REGRESSED']} regressed, {count['missing']} missing, {count['new']} new"
+          f"{count['REGRESSED']} regressed, {count['CHANGED']} changed, {count['missing']} missing, {count['new']} new"
           f"{' (allowed)' if args.allow_new and count['new'] else ''}, {count['error']} with errors, "
-          f"{count['non-finite']} non-finite, {count['fewer-seeds']} with fewer seeds: "
-          f"{'FAILED' if failed else 'passed'}{' (baseline updated)' if args.update and code == EXIT_OK else ''}")
+          f"{count['non-finite']} non-finite, {count['fewer-seeds']} with fewer seeds, {count['n/a']} not applicable: "
+          f"{'FAILED' if failed else 'passed'}{' (baseline updated)' if args.update and not failed else ''}")
+    print(outcome.headline())
+    _print_outcome(outcome)
     return code
 
 
@@ -359,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
     rep.add_argument("--suite", required=True, help="suite name or path")
     rep.add_argument("--out", help="results directory (default results/<suite name>)")
+    rep.add_argument("--profile", help="the profile the results were run with (its cells, not the default profile's)")
     rep.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)})")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:

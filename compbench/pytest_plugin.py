@@ -37,6 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --compbench-baseline: accept cells the baseline does not have (by default they fail)")
     group.addoption("--compbench-results", default=None, help="results directory holding the cache (default results/<suite>)")
     group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
+    group.addoption("--compbench-profile", default=None, help="apply a named profile of the suite (as `compbench run --profile`)")
     parser.addini("compbench_suites", type="args", default=[], help="glob patterns of suite YAML files to collect")
 
 
@@ -72,7 +73,7 @@ class SuiteFile(pytest.File):
         from compbench.suite import SuiteError, load_suite
 
         try:
-            self.loaded = load_suite(self.path)
+            self.loaded = load_suite(self.path, profile=self.config.getoption("compbench_profile"))
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
         baseline_path = self.config.getoption("compbench_baseline")
@@ -101,6 +102,8 @@ class SuiteFile(pytest.File):
         for i, exp in enumerate(self.loaded.suite.expectations):
             if not _per_cell(exp):
                 yield ExpectationItem.from_parent(self, name=f"expectation::{exp.id or f'ordered-{i + 1}'}", index=i)
+        # Last: the suite's outcome, the same judgment `compbench run` and `compbench check` exit with.
+        yield OutcomeItem.from_parent(self, name="outcome")
 
     def run_cells(self, pairs: set[tuple[str, str]]) -> list[dict[str, Any]]:
         """Records of the given (model id, task id) cells, trained or read from the cache."""
@@ -184,3 +187,42 @@ class ExpectationItem(CellItem):
             raise CompbenchFailure(
                 "\n".join(f"FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})" for v in failed)
             )
+
+
+class OutcomeItem(pytest.Item):
+    """The whole suite's outcome (compbench.outcome) and, with a baseline, the whole comparison: what `run`/`check` exit with.
+
+    The cell items give a failure its place; this item guarantees that pytest cannot pass where
+    `compbench run` or `compbench check` on the same suite and store would fail (a claim on cells
+    no item covers, a baseline cell whose model left the suite, a missing or stale cell).
+    """
+
+    def runtest(self) -> None:
+        from compbench.outcome import judge
+
+        parent: SuiteFile = self.parent  # type: ignore[assignment]
+        runner = parent.runner()
+        found = []
+        for job in runner.jobs:
+            records, _ = runner.run(job)
+            found.append({r.key: r for r in records or []})
+        outcome = judge(parent.loaded, runner.jobs, found, profile=self.config.getoption("compbench_profile"))
+        problems = outcome.problems()
+        problems += [f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
+                     for v in outcome.failing_verdicts]
+        if parent.baseline is not None:
+            from compbench.check import cell_summaries, compare
+
+            allow_new = self.config.getoption("compbench_allow_new")
+            problems += [row.line() for row in compare(parent.baseline, cell_summaries(outcome.records), allow_new=allow_new)
+                         if row.failed]
+        if problems:
+            raise CompbenchFailure(f"{outcome.headline()}\n" + "\n".join(problems))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, CompbenchFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, "compbench suite outcome"

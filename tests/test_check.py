@@ -51,7 +51,7 @@ def test_baseline_json_round_trip_and_content(baseline, tmp_path):
 
 def test_same_run_passes_and_planted_regression_fails(baseline, tmp_path):
     same = compare(baseline, cell_summaries(run_records(tmp_path, FAMILY)))
-    assert not any(r.failed for r in same) and {r.verdict for r in same} == {"ok"}
+    assert not any(r.failed for r in same) and {r.verdict for r in same} <= {"ok", "n/a"}
     # Planted regression: the "rich" member initialised lazily can no longer infer transitive equivalence.
     planted = FAMILY.replace("init_scale: 1.0e-3, lr: 0.1", "init_scale: 1.0, lr: 0.02")
     rows = compare(baseline, cell_summaries(run_records(tmp_path, planted)))

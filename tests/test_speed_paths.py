@@ -13,6 +13,8 @@ import sys
 import textwrap
 
 import numpy as np
+
+from compbench.records import CellRecord, Status, as_records
 import pytest
 
 from compbench.claims import get_claim
@@ -107,7 +109,7 @@ def _records() -> list[dict]:
                 out.append({"model": model, "group": model, "task": task, "seed": seed,
                             "status": "skipped" if model == "kernel-a" and seed == 2 else "ok",
                             "heldout_acc": float(rng.random()), "additivity": float(rng.random())})
-    return out
+    return as_records(out)  # typed records, as the store returns them
 
 
 def _reference_ordered(params, exp, records, selects):
@@ -176,9 +178,12 @@ def test_per_cell_expectations_equal_record_by_record():
 
 @pytest.mark.parametrize("values", [[0.1], [1e-17], [0.3, 0.1], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]])
 def test_mean_of_equals_numpy(values):
-    records = [{"m": v} for v in values] + [{"m": float("nan")}, {"m": None}, {}]
+    def rec(**metrics):
+        return CellRecord(key="k", task="t", model="m", seed=0, status=Status.OK, metrics=metrics)
+
+    records = [rec(m=v) for v in values] + [rec(m=float("nan")), rec()]
     assert mean_of(records, "m") == float(np.mean(values))
-    assert np.isnan(mean_of([{"m": None}], "m"))
+    assert np.isnan(mean_of([rec()], "m"))
 
 
 def test_tasks_for_follows_the_suite_tasks():

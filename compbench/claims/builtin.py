@@ -21,6 +21,7 @@ from compbench.claims.base import (
     register_claim,
     unusable,
 )
+from compbench.records import as_records
 from compbench.scoring.metric_facts import METRICS, theory_partner
 
 
@@ -207,6 +208,7 @@ class Ordered(Claim):
     def judge_all(self, params: OrderedParams, expectation: Any, records: list[Record], selects: Callable[[Record, str], bool]) -> list[Verdict]:
         tol = self.tolerance(params)
         name = expectation.id
+        records = as_records(records)
         out = []
         # One pass over the records per grouping (a suite's sweeps give thousands): each record is
         # filed under its group or task once, and each distinct name is matched once per pattern.

@@ -265,7 +265,8 @@ def _from_v1(data: Mapping[str, Any]) -> CellRecord:
     elif isinstance(per_output, list):
         n_outputs = max(1, len(per_output))
     return CellRecord(
-        key=data["key"], task=data["task"], model=data["model"], seed=int(data["seed"]), status=Status(data["status"]),
+        key=data.get("key", ""), task=data["task"], model=data["model"], seed=int(data.get("seed", 0)),
+        status=Status(data.get("status", "ok")),
         group=data.get("group") or data["model"], suite=data.get("suite"), family=data.get("family", ""),
         encoding=data.get("encoding", ""), adapter=data.get("adapter", ""), sweep=dict(data.get("sweep") or {}),
         device=data.get("device", "cpu"), kind=kind_from_metrics(metrics, data.get("n_classes")), n_outputs=n_outputs,

@@ -115,6 +115,7 @@ def theory_scatter(  # type: ignore[no-untyped-def]
 
     `missing`: models the suite runs on this task that have no stored record; listed in the legend.
     """
+    records = as_records(records)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.6, 4.8), layout="constrained")
     colors = colors or model_colors(_small_models(records))
@@ -194,6 +195,7 @@ def grid_heatmaps(  # type: ignore[no-untyped-def]
 
     `missing`: models the suite runs on this task that have no stored record; shown as such.
     """
+    records = as_records(records)
     plt = _plt()
     from matplotlib.patches import Rectangle
 

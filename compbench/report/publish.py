@@ -53,6 +53,7 @@ def publish(
     partial: bool = False,
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     skipped: list[str] | None = None,
+    verdicts: list[Verdict] | None = None,
 ) -> tuple[list[Verdict], list[Path]]:
     """Evaluate the suite's expectations on the records and run the report writers asked for.
 
@@ -60,14 +61,17 @@ def publish(
     self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg;
     predictions: predictions.csv; plus any writer a plugin registers.
     `partial`: only part of the suite ran (`--model`): expectations matching no record are left out.
+    `verdicts`: the outcome's verdicts (`compbench.outcome`), so the report states what the command exits with.
     A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all exist,
     is not run again; its name is appended to `skipped`. The run summary (wall time, cells run and
     cached, date, commit) is not an input: a page keeps describing the run that produced its numbers.
     """
     records = as_records(records)
-    verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
+    if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
+        verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     out_dir.mkdir(parents=True, exist_ok=True)
-    keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "interrupted")
+    keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
+            "interrupted")
     (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
     ctx = _Context(out_dir, loaded, records, verdicts, summary, formats)
     inputs = inputs_digest(loaded, records, verdicts, formats)
@@ -311,10 +315,21 @@ def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[CellRecord]:
 
 
 def rebuild(
-    out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None
-) -> tuple[list[Verdict], list[Path]]:
-    """Rebuild every report file from the stored records (no training)."""
-    records = stored_records(out_dir, loaded)
+    out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
+    *, profile: str | None = None,
+):  # -> tuple[SuiteOutcome, list[Path]]
+    """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files."""
+    from compbench.outcome import stored_outcome
+
+    outcome = stored_outcome(loaded, out_dir, profile=profile)
+    records = outcome.records
+    if not records:
+        raise NoResultsError(
+            f"no stored results for suite {loaded.name!r}"
+            + (f" with profile {profile!r}" if profile else "")
+            + f" in {out_dir / 'store'}; run `compbench run --suite {loaded.name}"
+            + (f" --profile {profile}" if profile else "") + "` first"
+        )
     summary_path = out_dir / SUMMARY_FILE
     try:
         summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
@@ -325,4 +340,12 @@ def rebuild(
     summary.setdefault("device", records[0].device)
     summary["n_failed"] = sum(r.failed for r in records)
     summary["n_skipped"] = sum(r.skipped for r in records)
-    return publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped)
+    from compbench.outcome import CellState
+
+    summary["n_missing"] = outcome.count(CellState.MISSING)
+    summary["n_stale"] = outcome.count(CellState.STALE)
+    stale = [c.record for c in outcome.cells if c.state is CellState.STALE and c.record is not None]
+    summary["computed_by"] = ", ".join(sorted({f"compbench {r.version}" if r.version else "compbench 0.1.0 (record schema 1)"
+                                               for r in stale}))
+    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts)
+    return outcome, paths

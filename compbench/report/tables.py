@@ -506,6 +506,14 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
         ["cells skipped", str(summary.get("n_skipped", 0))],
         ["expectations", f"{n_pass}/{len(verdicts)} pass"],
     ]
+    known = sum(1 for v in verdicts if not v.passed and v.known_failure)
+    if known:
+        rows.append(["known failures", f"{known} verdict(s) fail as the suite declares (XFAIL, with the reason)"])
+    if summary.get("n_missing"):
+        rows.append(["cells missing", f"{summary['n_missing']}: not in the store (not run, or interrupted)"])
+    if summary.get("n_stale"):
+        rows.append(["cells stale", f"{summary['n_stale']}: computed by {summary.get('computed_by') or 'other code'}; "
+                                    "`compbench run` recomputes them"])
     if summary.get("interrupted"):
         rows.append(["interrupted", "yes: the run was stopped; these are the cells finished so far"])
     return Table("Run summary", "", ["", ""], rows)

@@ -76,7 +76,8 @@ def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any
             print(_plain(headers, rows, best), file=out)
     for v in verdicts:
         if not v.passed:
-            print(f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})", file=out)
+            print(f"  {v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
+                  + (f"; known failure: {v.known_failure}" if v.known_failure else ""), file=out)
 
 
 def print_files(out_dir: Path, paths: list[Path], out: TextIO | None = None) -> None:
@@ -90,9 +91,8 @@ def print_files(out_dir: Path, paths: list[Path], out: TextIO | None = None) -> 
           file=out)
 
 
-def print_report_end(out_dir: Path, loaded: Any, verdicts: list[Any], paths: list[Path], out: TextIO | None = None) -> None:
+def print_report_end(out_dir: Path, loaded: Any, records: list[CellRecord], verdicts: list[Any], paths: list[Path],
+                     out: TextIO | None = None) -> None:
     """The end of `compbench report`: the compact leaderboard of the stored records, failing expectations, the files."""
-    from compbench.report.publish import stored_records
-
-    print_leaderboard(loaded, stored_records(out_dir, loaded), verdicts, out)
+    print_leaderboard(loaded, records, verdicts, out)
     print_files(out_dir, paths, out)

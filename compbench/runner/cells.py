@@ -96,7 +96,8 @@ def result_code_files() -> tuple[Path, ...]:
             if f is None or f in seen or any(".".join(parts[:i]) == n for n in NOT_RESULT_CODE):
                 continue
             seen[f] = None
-            for m in _IMPORT.finditer(f.read_text(encoding="utf-8")):
+            source = re.sub(r"#[^\n]*", "", f.read_text(encoding="utf-8"))  # a comment may hold "(" or ")"
+            for m in _IMPORT.finditer(source):
                 if m.group(3):
                     todo.append(m.group(3))
                     continue

@@ -34,6 +34,8 @@ class RunSummary:
     wall_time: float = 0.0
     interrupted: bool = False
     executor: str = "local"
+    jobs: list[Job] = field(default_factory=list)  # the cells this run was asked for (after --model)
+    per_job: list[list[CellRecord] | None] = field(default_factory=list)  # each job's records (None: not reached)
 
 
 class SuiteRunner:
@@ -268,7 +270,7 @@ def run_suite(
         loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
     runner = SuiteRunner(loaded, out_dir, device, force, writer=True)
     children_before = frozenset(multiprocessing.active_children())
-    summary = RunSummary(loaded.name, runner.device, executor=executor)
+    summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs))
     results: list[list[CellRecord] | None] = [None] * len(runner.jobs)
     todo: list[int] = []
     with Progress(len(runner.jobs), loaded.name, enabled=progress) as bar:
@@ -301,6 +303,7 @@ def run_suite(
             runner.close()
     if not summary.interrupted:
         runner.store.verify()  # records committed into a store deleted since would be lost: say so
+    summary.per_job = results
     summary.records = [r for recs in results if recs is not None for r in recs]
     summary.n_failed = sum(r.failed for r in summary.records)
     summary.n_skipped = sum(r.skipped for r in summary.records)

@@ -30,8 +30,22 @@ def evaluate_expectations(
     `tags`: model id → its tags, for `@tag` model patterns. `partial`: only part of the suite ran
     (`--model`), so an expectation that matches no record is left out instead of failing.
     `expected`: the cells the suite asks for; a per-cell claim on a (model, task) whose records are
-    missing (never run, interrupted) fails, instead of being judged on whatever was found.
+    missing (never run, interrupted) fails, instead of being judged on whatever was found. A failing
+    verdict of an expectation with `known_failure` is marked so (XFAIL) and does not fail the suite.
     """
+    verdicts = _judge_all(expectations, records, tags, partial=partial, expected=expected)
+    return _with_known_failures(expectations, verdicts)
+
+
+def _judge_all(
+    expectations: list[Expectation],
+    records: list[CellRecord] | list[Mapping[str, Any]],
+    tags: Mapping[str, set[str]] | None = None,
+    *,
+    partial: bool = False,
+    expected: list[Expected] | None = None,
+) -> list[Verdict]:
+    """Verdicts of every expectation (see evaluate_expectations)."""
     tags = tags or {}
     records = as_records(records)
     found: dict[tuple[str, str], int] = defaultdict(int)
@@ -90,6 +104,13 @@ def evaluate_expectations(
                 continue
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return verdicts
+
+
+def _with_known_failures(expectations: list[Expectation], verdicts: list[Verdict]) -> list[Verdict]:
+    from dataclasses import replace
+
+    known = {exp.id or f"{exp.claim}-{i + 1}": exp.known_failure for i, exp in enumerate(expectations) if exp.known_failure}
+    return [replace(v, known_failure=known[v.expectation]) if v.expectation in known and not v.passed else v for v in verdicts]
 
 
 def _task_hit(cache: dict[tuple[str, str], bool], task: str, pattern: str) -> bool:

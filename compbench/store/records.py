@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from compbench.records import CellRecord
+from compbench.records import CellRecord, as_records
 
 SCHEMA_VERSION = 1  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 STORE_FILE = "records.sqlite"
@@ -366,7 +366,7 @@ class ResultStore:
         """Store one finished job's records in a single transaction, replacing older records of the same keys."""
         rows = [
             (r.key, r.suite, r.status.value, time.time(), json.dumps(r.to_dict(), default=_jsonable))
-            for r in records
+            for r in as_records(records)
         ]
         keys = sorted({r[0] for r in rows})
         with self._write() as db:  # one transaction: all of the job's records or none

@@ -190,10 +190,19 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                                       f"claim {exp.claim!r} does not use metric {metric!r}; one of {', '.join(claim.metrics)}"))
         for fld, msg in claim.validate(params, exp):
             issues.append(lines.issue(("expectations", i, fld), msg))
+        selected = []
         for j, pat in enumerate(exp.models):
-            # A tag may be on no model yet: `@networks` claims are for whatever network a user adds (--model).
-            if not pat.startswith("@") and not any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
-                issues.append(lines.issue(("expectations", i, "models", j), f"pattern {pat!r} matches no model"))
+            # A tag is a selector like any other: `@kernal` (a typo) must not validate into "0/0 pass".
+            hit = [m for m in loaded.models if matches_model(m.id, m.group, m.tags, [pat])]
+            selected += hit
+            if not hit:
+                what = f"tag {pat[1:]!r} is on no model of the suite (tags: {', '.join(sorted(_all_tags(loaded))) or 'none'})" \
+                    if pat.startswith("@") else f"pattern {pat!r} matches no model"
+                issues.append(lines.issue(("expectations", i, "models", j), what))
+        task_hit = [t for t in task_ids if any(fnmatch.fnmatchcase(t, p) for p in exp.tasks)]
+        if selected and task_hit and not any(t.id in task_hit for m in selected for t in loaded.tasks_for(m)):
+            issues.append(lines.issue(("expectations", i), f"selects no (model, task) pair the suite runs: models "
+                                      f"{', '.join(exp.models)} do not run on tasks {', '.join(exp.tasks)} (see each model's `tasks:`)"))
         for j, pat in enumerate(exp.tasks):
             hit = [t for t in task_ids if fnmatch.fnmatchcase(t, pat)]
             if not hit:
@@ -206,12 +215,28 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                     break
 
 
+def _all_tags(loaded: LoadedSuite) -> set[str]:
+    return {t for m in loaded.models for t in m.tags}
+
+
 def resolve_suite_path(name_or_path: str | Path) -> Path:
-    """A suite name (looked up in suites/) or a path to a YAML file."""
+    """A path is a path; a bare name (no directory, no .yaml) is a bundled suite.
+
+    A bare name that `./suites/NAME.yaml` would also answer, with another file than the bundled
+    one, is an error naming both: a user's copy must never be shadowed, or run, silently.
+    """
     p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or p.suffix in (".yaml", ".yml") or "/" in text or "\\" in text or p.is_file():
         return p
-    return SUITES_DIR / f"{name_or_path}.yaml"
+    bundled = SUITES_DIR / f"{text}.yaml"
+    local = Path("suites") / f"{text}.yaml"
+    if local.is_file() and bundled.is_file() and local.resolve() != bundled.resolve():
+        raise SuiteError([SuiteIssue(text, None, "--suite", f"{text!r} names the bundled suite {bundled} and also "
+                                     f"{local.resolve()} in this directory; give a path to choose ({local} for yours)")])
+    if local.is_file() and not bundled.is_file():
+        raise SuiteError([SuiteIssue(text, None, "--suite", f"no bundled suite {text!r}; to run {local}, give its path")])
+    return bundled
 
 
 def _apply_profile(data: dict[str, Any], name: str, lines: LineMap) -> None:

@@ -1,0 +1,194 @@
+"""The one outcome of a suite over a store: which cells it asks for, what became of each, every verdict.
+
+`run`, `report`, `check`, `baseline record`, the pytest plugin and `compbench.evaluate` all call
+`judge` (or `stored_outcome`, which reads the store first) and take their exit codes from the
+`SuiteOutcome` it returns, so no command can be green while another is red on the same store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from compbench.claims import Verdict
+from compbench.records import CellRecord
+from compbench.runner.cells import Job
+from compbench.scoring.expectations import evaluate_expectations
+from compbench.suite import LoadedSuite
+
+EXIT_OK, EXIT_FAILED = 0, 1
+
+
+class CellState(str, Enum):
+    """What the store holds for one cell (model, task, seed) the suite asks for."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # `skip_invalid: true` and the model is invalid for this task: not a failure
+    MISSING = "missing"  # no record: never run, or the run was interrupted
+    STALE = "stale"  # a record computed by other code (an older compbench, an edited adapter): shown, recomputed by run
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class ExpectedCell:
+    """One cell the suite asks for, and what the store holds for it."""
+
+    model: str
+    group: str
+    task: str
+    seed: int
+    key: str
+    state: CellState
+    record: CellRecord | None = None
+
+
+@dataclass
+class SuiteOutcome:
+    """A suite judged over a store: the cells, their states, the records found, every verdict."""
+
+    suite: str
+    path: Path | None
+    profile: str | None
+    cells: list[ExpectedCell]
+    verdicts: list[Verdict]
+    partial: bool = False  # only part of the suite was selected (--model/--task): unselected claims are not judged
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[CellRecord]:
+        """The records found for the suite's cells (ok, failed, skipped and stale), in suite order."""
+        return [c.record for c in self.cells if c.record is not None]
+
+    def count(self, state: CellState) -> int:
+        """How many cells are in this state."""
+        return sum(c.state is state for c in self.cells)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Cells per state (every state, zeros included)."""
+        n = Counter(c.state for c in self.cells)
+        return {s.value: n.get(s, 0) for s in CellState}
+
+    @property
+    def failing_verdicts(self) -> list[Verdict]:
+        """Verdicts that fail the suite (a failed claim not declared a known failure)."""
+        return [v for v in self.verdicts if not v.passed and not v.known_failure]
+
+    def problems(self) -> list[str]:
+        """Why the outcome fails, one line each ([] when it passes)."""
+        out = []
+        for state, what in ((CellState.FAILED, "failed"), (CellState.MISSING, "missing from the store"),
+                            (CellState.STALE, "stale (computed by other code; `compbench run` recomputes them)")):
+            cells = [c for c in self.cells if c.state is state]
+            if cells:
+                first = cells[0]
+                why = f": {first.record.message}" if state is CellState.FAILED and first.record else ""
+                out.append(f"{len(cells)} cell(s) {what}, e.g. {first.model} on {first.task} seed {first.seed}{why}")
+        n = len(self.failing_verdicts)
+        if n:
+            out.append(f"{n} of {len(self.verdicts)} expectation verdict(s) fail")
+        return out
+
+    @property
+    def passed(self) -> bool:
+        """Whether every cell is current and scored (or skipped as invalid) and no expectation fails."""
+        return not self.problems()
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the outcome passes, 1 when it does not."""
+        return EXIT_OK if self.passed else EXIT_FAILED
+
+    def headline(self) -> str:
+        """One line: cells by state and expectations passing."""
+        c = self.counts
+        states = ", ".join(f"{c[s.value]} {s.value}" for s in CellState if c[s.value] or s is CellState.OK)
+        n_fail = len(self.failing_verdicts)
+        known = sum(1 for v in self.verdicts if not v.passed and v.known_failure)
+        extra = f" ({known} known failure{'s' if known != 1 else ''})" if known else ""
+        return (f"{self.suite}: {len(self.cells)} cells ({states}); expectations "
+                f"{len(self.verdicts) - n_fail - known}/{len(self.verdicts)} pass{extra}")
+
+
+def _state(record: CellRecord | None, code: str) -> CellState:
+    if record is None:
+        return CellState.MISSING
+    if record.code != code:
+        return CellState.STALE
+    if record.failed:
+        return CellState.FAILED
+    return CellState.SKIPPED if record.skipped else CellState.OK
+
+
+def judge(loaded: LoadedSuite, jobs: list[Job], found: list[Mapping[str, CellRecord]], *, profile: str | None = None,
+          partial: bool = False) -> SuiteOutcome:
+    """The outcome of the suite's jobs given, per job, the records found per cache key (labelled for that job).
+
+    Per job, not per key: two models of a suite with the same adapter and parameters share their
+    cells' keys, and each must be shown under its own name.
+    """
+    cells: list[ExpectedCell] = []
+    expected: list[tuple[str, str, str, int]] = []
+    for job, hits in zip(jobs, found):
+        expected.append((job.model.id, job.model.group, job.task.entry.id, len(job.seeds)))
+        for seed, key in zip(job.seeds, job.keys):
+            rec = hits.get(key)
+            state = _state(rec, job.code)
+            if rec is not None and rec.skipped and not job.model.skip_invalid:
+                state = CellState.FAILED  # skipped under an earlier skip_invalid: true; now it is an error
+            cells.append(ExpectedCell(job.model.id, job.model.group, job.task.entry.id, seed, key, state, rec))
+    records = [c.record for c in cells if c.record is not None]
+    verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial, expected=expected)
+    return SuiteOutcome(loaded.name, loaded.path, profile, cells, verdicts, partial)
+
+
+def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = None, partial: bool = False,
+                   devices: list[str] | None = None) -> SuiteOutcome:
+    """The outcome of the suite over what `out_dir`'s store holds (no training).
+
+    Each job's cells are looked up under the device of the last run first, then the others; a
+    record written by compbench 0.1.0 (record schema 1, whose keys hashed its code) is matched by
+    suite, task, model, seed and device, and shown as stale.
+    """
+    from compbench.runner.run import SuiteRunner, expand_jobs
+    from compbench.report.publish import report_devices
+
+    devices = devices or report_devices(out_dir)
+    runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
+    try:
+        store = runner.store.latest()
+        legacy = {(r.suite, r.task, r.model, r.seed, r.device): r for r in store.values() if r.code is None}
+        candidates = [runner.jobs, *(expand_jobs(loaded, runner.tasks, d) for d in devices[1:])]
+        found: list[dict[str, CellRecord]] = []
+        chosen: list[Job] = []
+        for i, job in enumerate(runner.jobs):
+            pick, labelled = job, {}
+            for jobs_d, device in zip(candidates, devices):
+                j = jobs_d[i]
+                hits = {k: store[k] for k in j.keys if k in store}
+                for seed, k in zip(j.seeds, j.keys):
+                    old = legacy.get((loaded.name, j.task.entry.id, j.model.id, seed, device))
+                    if k not in hits and old is not None:
+                        hits[k] = old
+                if hits:
+                    pick = j
+                    labelled = dict(zip(hits, runner.relabel(j, list(hits.values()))))
+                    break
+            chosen.append(pick)
+            found.append(labelled)
+        return judge(loaded, chosen, found, profile=profile, partial=partial)
+    finally:
+        runner.store.close()
+
+
+def outcome_of_run(loaded: LoadedSuite, summary: Any, *, profile: str | None = None, partial: bool = False) -> SuiteOutcome:
+    """The outcome of a finished `run_suite` (its jobs and the records it ran or found for each)."""
+    found = [{r.key: r for r in recs or ()} for recs in summary.per_job]
+    return judge(loaded, summary.jobs, found, profile=profile, partial=partial)
