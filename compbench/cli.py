@@ -223,14 +223,14 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"updated {args.baseline}: {len(new.cells)} cells")
             failed = []
         code = refused or outcome.exit_code
+    print(outcome.headline())
     count = {v: sum(r.verdict == v for r in rows) for v in ("REGRESSED", "CHANGED", "missing", "new", "error", "non-finite", "fewer-seeds", "n/a")}
     n_cells = len({r.cell for r in rows})
     print(f"check {loaded.name} against {args.baseline}: {n_cells} cells, {len(rows)} comparisons, "
           f"{count['REGRESSED']} regressed, {count['CHANGED']} changed, {count['missing']} missing, {count['new']} new"
           f"{' (allowed)' if args.allow_new and count['new'] else ''}, {count['error']} with errors, "
           f"{count['non-finite']} non-finite, {count['fewer-seeds']} with fewer seeds, {count['n/a']} not applicable: "
-          f"{'FAILED' if failed else 'passed'}{' (baseline updated)' if args.update and not failed else ''}")
-    print(outcome.headline())
+          f"{'FAILED' if failed or not outcome.passed else 'passed'}{' (baseline updated)' if args.update and not failed else ''}")
     _print_outcome(outcome)
     return code
 

@@ -174,7 +174,7 @@ def test_4_a_tag_selector_that_matches_no_model_is_an_error_at_its_line(tmp_path
     suite = _suite(tmp_path, text)
     assert main(["validate", str(suite)]) == 2
     err = capsys.readouterr().err
-    assert f"{suite}:9: expectations[0].models[0]: tag 'kernal' is on no model of the suite (tags: kernels)" in err
+    assert f"{suite}:9: expectations[0].models[0]: tag 'kernal' is on no model of the suite and no adapter declares it" in err
     # A glob that matches nothing: the same rule.
     suite.write_text(TWO_KERNELS.replace('models: ["*"]', 'models: ["mlp-*"]') % ("other", "kernel", "{kernel: relu_ntk}"))
     assert main(["validate", str(suite)]) == 2

@@ -179,7 +179,7 @@ def test_plugin_claim_is_validated_and_suite_runs_under_pytest(site, tmp_path):
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
     )
     assert pytest_run.returncode == 0, pytest_run.stdout + pytest_run.stderr
-    assert "3 passed" in pytest_run.stdout
+    assert "4 passed" in pytest_run.stdout  # 2 cells, 1 cross-cell claim, the suite outcome
 
 
 def _body(module: str) -> str:

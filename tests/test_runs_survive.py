@@ -15,6 +15,7 @@ import pytest
 
 from compbench.adapters import Adapter, AdapterParams, register_adapter
 from compbench.cli import main
+from compbench.records import CellRecord
 from compbench.runner.run import run_suite
 from compbench.store import ResultStore, StoreSchemaError
 from compbench.suite import parse_suite
@@ -191,5 +192,6 @@ def test_store_of_another_schema_version_is_refused(tmp_path):
 
 def test_records_are_plain_json(reference):
     rec = next(iter(reference.values()))
-    assert json.loads(json.dumps(rec)) == rec
-    assert np.isfinite(rec["wall_time"])
+    stored = rec.to_dict()
+    assert json.loads(json.dumps(stored)) == stored and CellRecord.from_dict(stored) == rec
+    assert np.isfinite(rec.wall_time)

@@ -196,10 +196,10 @@ def test_new_cell_fails_unless_allowed(adapters_dir, tmp_path):
     done = cli(adapters_dir, "check", "--suite", str(suite), "--baseline", str(base), *res, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "  new: drop/te *: baseline absent from the baseline, now present (seeds n=4)" in done.stdout.splitlines()
-    assert done.stdout.strip().splitlines()[-1].endswith("1 new, 0 with errors, 0 non-finite, 0 with fewer seeds: FAILED")
+    assert done.stdout.strip().splitlines()[-1].endswith("1 new, 0 with errors, 0 non-finite, 0 with fewer seeds, 0 not applicable: FAILED")
     done = cli(adapters_dir, "check", "--suite", str(suite), "--baseline", str(base), *res, "--allow-new", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.strip().splitlines()[-1].endswith("1 new (allowed), 0 with errors, 0 non-finite, 0 with fewer seeds: passed")
+    assert done.stdout.strip().splitlines()[-1].endswith("1 new (allowed), 0 with errors, 0 non-finite, 0 with fewer seeds, 0 not applicable: passed")
 
 
 def test_baseline_record_refuses_no_seeds_failed_cells_and_no_ok_cells(adapters_dir, tmp_path):
@@ -249,9 +249,9 @@ def test_pytest_plugin_refuses_foreign_baseline_and_fails_new_cells(adapters_dir
     pytester.makefile(".yaml", plug=PLUG + EXTRA)
     result = pytester.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json")
     result.stdout.fnmatch_lines(["*new: overlap2/te [*]: baseline absent from the baseline, now present (seeds n=1)*"])
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)  # the cell, and the suite outcome that says the same
     result = pytester.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json", "--compbench-allow-new")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
 
 
 # --- #14.7: exit codes do not depend on the cache ----------------------------------------------

@@ -25,10 +25,17 @@ from compbench.scoring.metrics import cell_metrics
 
 def _identity(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
     """The fields every record of this job and seed carries, whatever became of the cell."""
+    return {**_job_identity(job, device), "seed": seed, "key": key}
+
+
+def _job_identity(job: Job, device: str) -> dict[str, Any]:
+    # Shared by the job's seeds, made once per job (a batch of millisecond jobs pays for every dict).
+    cached = _JOB_FIELDS.get(id(job))
+    if cached is not None and cached[0] is job and cached[1] == device:
+        return cached[2]
     t, m = job.task, job.model
     data = t.data
-    return {
-        "key": key,
+    fields = {
         "task": t.entry.id,
         "family": t.entry.family,
         "encoding": t.entry.encoding_name,
@@ -37,7 +44,6 @@ def _identity(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
         "adapter": m.adapter,
         "sweep": m.sweep_values,
         "params": m.params.model_dump(mode="json"),
-        "seed": seed,
         "device": device,
         "kind": data.kind,
         "n_outputs": data.n_outputs,
@@ -48,6 +54,12 @@ def _identity(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
         "version": __version__,
         "code": job.code,
     }
+    _JOB_FIELDS.clear()  # one job at a time: keep only the latest
+    _JOB_FIELDS[id(job)] = (job, device, fields)
+    return fields
+
+
+_JOB_FIELDS: dict[int, tuple[Job, str, dict[str, Any]]] = {}
 
 
 def per_cell(values: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarray:

@@ -93,6 +93,9 @@ def _judge_all(
                 wanted[(group, task)] += n
         for subject_task in wanted:
             groups.setdefault(subject_task, [])
+        tag_only = all(p.startswith("@") for p in exp.models)
+        if not groups and tag_only:
+            continue  # a tag no model of this run carries (validation refuses unknown tags): for models users add
         if not groups and not partial:
             verdicts.append(Verdict(name, exp.claim, ",".join(exp.models), ",".join(exp.tasks), float("nan"), "", False, "no records matched"))
         for (subject, task), recs in sorted(groups.items()):

@@ -168,6 +168,7 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
     from compbench.registry import UnknownNameError
 
     task_ids = [t.id for t in loaded.suite.tasks]
+    known_tags = _all_tags(loaded) | adapter_tags()
     for i, exp in enumerate(loaded.suite.expectations):
         try:
             claim = CLAIMS.get(exp.claim)
@@ -192,13 +193,17 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
             issues.append(lines.issue(("expectations", i, fld), msg))
         selected = []
         for j, pat in enumerate(exp.models):
-            # A tag is a selector like any other: `@kernal` (a typo) must not validate into "0/0 pass".
             hit = [m for m in loaded.models if matches_model(m.id, m.group, m.tags, [pat])]
             selected += hit
-            if not hit:
-                what = f"tag {pat[1:]!r} is on no model of the suite (tags: {', '.join(sorted(_all_tags(loaded))) or 'none'})" \
-                    if pat.startswith("@") else f"pattern {pat!r} matches no model"
-                issues.append(lines.issue(("expectations", i, "models", j), what))
+            if hit:
+                continue
+            if not pat.startswith("@"):
+                issues.append(lines.issue(("expectations", i, "models", j), f"pattern {pat!r} matches no model"))
+            elif pat[1:] not in known_tags:
+                # A typo (`@kernal`) must not validate into "expectations 0/0 pass". A tag some adapter
+                # declares (`@networks` in a suite of kernels) is for the models users add with --model.
+                issues.append(lines.issue(("expectations", i, "models", j), f"tag {pat[1:]!r} is on no model of the "
+                                          f"suite and no adapter declares it (tags: {', '.join(sorted(known_tags))})"))
         task_hit = [t for t in task_ids if any(fnmatch.fnmatchcase(t, p) for p in exp.tasks)]
         if selected and task_hit and not any(t.id in task_hit for m in selected for t in loaded.tasks_for(m)):
             issues.append(lines.issue(("expectations", i), f"selects no (model, task) pair the suite runs: models "
@@ -217,6 +222,13 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
 
 def _all_tags(loaded: LoadedSuite) -> set[str]:
     return {t for m in loaded.models for t in m.tags}
+
+
+def adapter_tags() -> set[str]:
+    """Every tag a registered adapter declares (built-in and plugins)."""
+    from compbench.adapters import ADAPTERS
+
+    return {t for e in ADAPTERS.entries() for t in (getattr(e.obj, "tags", ()) or ())}
 
 
 def resolve_suite_path(name_or_path: str | Path) -> Path:
