@@ -430,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the chosen command; exit codes for the errors every command can meet."""
     from compbench.check import BaselineError
+    from compbench.files import OutputError
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.publish import ReportFormatError
     from compbench.runner.executors import ExecutorUnavailableError
@@ -445,7 +446,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             for issue in exc.issues:
                 print(f"error: {issue}", file=sys.stderr)
             return EXIT_USAGE
-        except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError) as exc:
+        except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError,
+                OutputError) as exc:
             _err(str(exc))
             return EXIT_USAGE
         except KeyboardInterrupt:  # outside a run's own handling (e.g. while writing the report)
