@@ -67,35 +67,53 @@ def remove_contained(root: Path, relative: str | Path) -> bool:
 
 def read_contained(root: Path, relative: str | Path) -> bytes | None:
     """The bytes of the regular file root/relative; None if it is missing, outside root, or reached through a link."""
-    try:
-        parts = _parts(root, relative, "read")
-    except OutputError:
+    fd = _open_file(root, relative)
+    if fd is None:
         return None
     try:
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def sha256_contained(root: Path, relative: str | Path) -> str | None:
+    """The sha256 of the regular file root/relative, None where `read_contained` gives None."""
+    fd = _open_file(root, relative)
+    if fd is None:
+        return None
+    h = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def _open_file(root: Path, relative: str | Path) -> int | None:
+    """A read descriptor of the regular file root/relative; None if missing, outside root, or reached through a link."""
+    try:
+        parts = _parts(root, relative, "read")
         dfd = _open_dirs(Path(root), parts[:-1], create=False, verb="read")
     except (OSError, OutputError):
         return None
     try:
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+        # O_NONBLOCK: a FIFO put where a file goes must not hang the command (it is refused below).
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dfd)
     except OSError:
         return None
     finally:
         os.close(dfd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
     except OSError:
-        return None
-    finally:
+        regular = False
+    if not regular:
         os.close(fd)
-
-
-def sha256_contained(root: Path, relative: str | Path) -> str | None:
-    """The sha256 of the regular file root/relative, None where `read_contained` gives None."""
-    data = read_contained(root, relative)
-    return None if data is None else hashlib.sha256(data).hexdigest()
+        return None
+    return fd
 
 
 def _parts(root: Path, relative: str | Path, verb: str) -> tuple[str, ...]:
