@@ -67,9 +67,10 @@ def publish(
     predictions: predictions.csv; plus any writer a plugin registers.
     `partial`: only part of the suite ran (`--model`): expectations matching no record are left out.
     A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all still
-    have the sha256 it recorded, is not run again; its name is appended to `skipped`.
-    A results directory holds one suite's report: another suite's is refused (ForeignResultsError). The run summary (wall time, cells run and
-    cached, date, commit) is not an input: a page keeps describing the run that produced its numbers.
+    have the sha256 it recorded, is not run again; its name is appended to `skipped`. The run
+    summary (wall time, cells run and cached, date, commit) is not an input: a page keeps
+    describing the run that produced its numbers. A results directory holds one suite's report:
+    another suite's is refused (ForeignResultsError) before anything is written.
     """
     verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     check_owner(out_dir, loaded)
