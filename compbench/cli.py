@@ -83,7 +83,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # those that match none of them are left out rather than failed.
     outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=bool(args.model))
     skipped: list[str] = []
-    verdicts, paths = publish(out_dir, loaded, outcome.records, vars(summary), partial=bool(args.model), formats=formats,
+    from compbench.outcome import CellState
+
+    facts = {**vars(summary), "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
+    verdicts, paths = publish(out_dir, loaded, outcome.records, facts, partial=bool(args.model), formats=formats,
                               skipped=skipped, verdicts=outcome.verdicts)
     n_fail = len(outcome.failing_verdicts)
     print(
@@ -458,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the chosen command; exit codes for the errors every command can meet."""
     from compbench.check import BaselineError
+    from compbench.files import OutputError
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.publish import ReportFormatError
     from compbench.runner.executors import ExecutorUnavailableError
@@ -473,7 +477,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             for issue in exc.issues:
                 print(f"error: {issue}", file=sys.stderr)
             return EXIT_USAGE
-        except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError) as exc:
+        except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError,
+                OutputError) as exc:
             _err(str(exc))
             return EXIT_USAGE
         except KeyboardInterrupt:  # outside a run's own handling (e.g. while writing the report)

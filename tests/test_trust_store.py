@@ -155,7 +155,10 @@ models:
 def test_force_on_one_model_recomputes_only_its_cells(tmp_path, capsys):
     x, y, out = write(tmp_path, "x.yaml", TWO_MODELS), write(tmp_path, "y.yaml", OTHER_SUITE), str(tmp_path / "out")
     assert main(["run", "--suite", str(x), "--out", out, "--quiet", "--format", "md"]) == 0
-    assert main(["run", "--suite", str(y), "--out", out, "--quiet", "--format", "md"]) == 0
+    # y shares x's store; a results directory holds one suite's report, so y's cells come from a
+    # command that only runs cells.
+    y_cells = ["baseline", "record", "--suite", str(y), "--results", out, "--quiet", "--out", str(tmp_path / "y.json")]
+    assert main(y_cells) == 0
     sql = "SELECT id, created, json_extract(record, '$.model') FROM records ORDER BY id"
     before = query(Path(out), sql)
     assert {m for *_, m in before} == {"a", "b", "c"}
@@ -166,8 +169,8 @@ def test_force_on_one_model_recomputes_only_its_cells(tmp_path, capsys):
     assert [r for r in after if r[2] != "a"] == [r for r in before if r[2] != "a"]  # untouched rows, same ids
     old_a, new_a = [r for r in before if r[2] == "a"], [r for r in after if r[2] == "a"]
     assert len(new_a) == len(old_a) and min(r[0] for r in new_a) > max(r[0] for r in before)  # replaced, not added
-    for suite in (x, y):
-        assert main(["run", "--suite", str(suite), "--out", out, "--quiet", "--format", "md"]) == 0
+    for command in (["run", "--suite", str(x), "--out", out, "--quiet", "--format", "md"], y_cells):
+        assert main(command) == 0
         assert ": 0 cells run" in capsys.readouterr().out  # everything else is still served from the cache
 
 
@@ -178,7 +181,10 @@ def test_report_after_a_rename_and_from_a_shared_store_matches_the_run(tmp_path,
     out = str(tmp_path / "out")
     other = write(tmp_path, "other.yaml", TINY.replace("name: tiny", "name: other").replace("id: k,", "id: m,")
                   .replace("models: [k]", "models: [m]"))
-    assert main(["run", "--suite", str(other), "--out", out, "--quiet", "--format", "md"]) == 0
+    # Another suite's cells in the same store (a results directory holds one suite's report, so they
+    # come from `baseline record`, which only runs cells, here).
+    assert main(["baseline", "record", "--suite", str(other), "--results", out, "--quiet",
+                 "--out", str(tmp_path / "other.json")]) == 0
     capsys.readouterr()
     tiny = write(tmp_path, "tiny.yaml", TINY)
     for name in ("k", "k2"):  # k's cells come from the other suite; then k is renamed k2

@@ -15,6 +15,7 @@ import numpy as np
 from compbench import __version__
 from compbench.records import CellRecord, as_records
 from compbench.scoring.metric_facts import direction_of, score_metric
+from compbench.files import write_atomic
 
 BASELINE_SCHEMA = 1
 BIG_GROUP = 12  # sweeps with more members are checked as one cell (count of perfect members, mean)
@@ -61,9 +62,9 @@ class Baseline:
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
     def write(self, path: Path) -> None:
-        """Write the baseline file."""
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(self.to_json(), encoding="utf-8")
+        """Write the baseline file atomically: a full disk leaves the previous baseline whole (compbench.files)."""
+        path = Path(path)
+        write_atomic(path.parent, path.name, self.to_json())
 
     @classmethod
     def read(cls, path: Path) -> Baseline:

@@ -476,37 +476,56 @@ def _digest(loaded: Any, records: list[Record]) -> str:
 def write_plots(out_dir: Path | None, loaded: Any, records: list[Record]) -> list[Plot]:
     """Every plot of the suite; with out_dir, also written as PNG and SVG under out_dir/plots.
 
-    Plots are redrawn only when the records, the suite's tasks or this module changed (a cached
-    re-run of a suite reuses them); files of plots that no longer exist are removed.
+    Plots are redrawn only when the records, the suite's tasks or this module changed, or a plot
+    file is no longer what was written (plots/manifest.json holds each file's sha256); files of
+    plots that no longer exist are removed. The manifest arrives with published results, so it is
+    not trusted to name files: an entry that is not a plot of plots/ is an error, never deleted.
     """
     records = as_records(records)
+    from compbench.files import OutputError, read_contained, remove_contained, sha256_contained, write_atomic
+
     plt = _plt()
-    plot_dir = out_dir / "plots" if out_dir is not None else None
     digest = _digest(loaded, records)
-    if plot_dir is not None and (plot_dir / MANIFEST).exists():
+    stale: list[str] = []
+    if out_dir is not None:
         try:
-            manifest = json.loads((plot_dir / MANIFEST).read_text())
-            if manifest.get("digest") == digest and all((plot_dir / f"{n}.{e}").exists() for n, _ in manifest["plots"] for e in ("png", "svg")):
-                return [Plot(n, c, (plot_dir / f"{n}.png").read_bytes()) for n, c in manifest["plots"]]
-            stale = [n for n, _ in manifest.get("plots", [])]
-        except (ValueError, KeyError, TypeError):
+            manifest = json.loads(read_contained(out_dir, f"plots/{MANIFEST}") or b"null")
+            listed = [(n, c) for n, c in manifest["plots"] if isinstance(n, str) and isinstance(c, str)]
+            files = manifest.get("sha256", {})
+            if manifest.get("digest") == digest and len(listed) == len(manifest["plots"]) and all(
+                    isinstance(files.get(f"{n}.{e}"), str) and sha256_contained(out_dir, f"plots/{n}.{e}") == files[f"{n}.{e}"]
+                    for n, _ in listed for e in ("png", "svg")):
+                return [Plot(n, c, read_contained(out_dir, f"plots/{n}.png") or b"") for n, c in listed]
+            stale = [n for n, _ in listed]
+        except (ValueError, KeyError, TypeError, AttributeError):  # none yet, or damaged: redrawn, nothing removed
             stale = []
-    else:
-        stale = []
     plots = []
-    if plot_dir is not None:
-        plot_dir.mkdir(parents=True, exist_ok=True)
+    sha: dict[str, str] = {}
     for name, caption, fig in _figures(loaded, records):
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
         plots.append(Plot(name, caption, buf.getvalue()))
-        if plot_dir is not None:
-            (plot_dir / f"{name}.png").write_bytes(buf.getvalue())
-            fig.savefig(plot_dir / f"{name}.svg", format="svg", metadata={"Date": None, "Creator": None})
+        if out_dir is not None:
+            svg = io.BytesIO()
+            fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+            for ext, data in (("png", buf.getvalue()), ("svg", svg.getvalue())):
+                write_atomic(out_dir, f"plots/{name}.{ext}", data)
+                sha[f"{name}.{ext}"] = hashlib.sha256(data).hexdigest()
         plt.close(fig)
-    if plot_dir is not None:
-        for n in set(stale) - {p.name for p in plots}:
+    if out_dir is not None:
+        for n in sorted(set(stale) - {p.name for p in plots}):
+            if not _plain_name(n):
+                raise OutputError(f"{out_dir / 'plots' / MANIFEST}: lists {n!r}, which is not a plot of {out_dir / 'plots'}; "
+                                  "nothing was deleted: the manifest was edited by hand or by a pull request — "
+                                  "check it, then delete the manifest to redraw the plots")
             for ext in ("png", "svg"):
-                (plot_dir / f"{n}.{ext}").unlink(missing_ok=True)
-        (plot_dir / MANIFEST).write_text(json.dumps({"digest": digest, "plots": [[p.name, p.caption] for p in plots]}, indent=1))
+                remove_contained(out_dir, f"plots/{n}.{ext}")
+        write_atomic(out_dir, f"plots/{MANIFEST}",
+                     json.dumps({"digest": digest, "plots": [[p.name, p.caption] for p in plots], "sha256": sha}, indent=1))
     return plots
+
+
+def _plain_name(name: str) -> bool:
+    """A plot's file stem as `_figures` makes them: one name, no folder, not hidden."""
+    return bool(name) and name not in (".", "..") and not name.startswith(".") and "/" not in name \
+        and "\\" not in name and "\x00" not in name

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from compbench.records import CellRecord, as_records
+from compbench.files import OutputError, read_contained, sha256_contained, write_atomic
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.suite import LoadedSuite
@@ -26,6 +27,10 @@ class NoResultsError(RuntimeError):
 
 class ReportFormatError(ValueError):
     """An unknown report format was asked for."""
+
+
+class ForeignResultsError(OutputError):
+    """The results directory holds another suite's report; publishing there would overwrite it."""
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -62,17 +67,21 @@ def publish(
     predictions: predictions.csv; plus any writer a plugin registers.
     `partial`: only part of the suite ran (`--model`): expectations matching no record are left out.
     `verdicts`: the outcome's verdicts (`compbench.outcome`), so the report states what the command exits with.
-    A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all exist,
-    is not run again; its name is appended to `skipped`. The run summary (wall time, cells run and
-    cached, date, commit) is not an input: a page keeps describing the run that produced its numbers.
+    A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all still
+    have the sha256 it recorded, is not run again; its name is appended to `skipped`. The run
+    summary (wall time, cells run and cached, date, commit) is not an input: a page keeps
+    describing the run that produced its numbers. A results directory holds one suite's report:
+    another suite's is refused (ForeignResultsError) before anything is written.
     """
     records = as_records(records)
     if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
         verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    keep = ("suite", "device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
+    check_owner(out_dir, loaded)
+    keep = ("device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
             "interrupted")
-    (out_dir / SUMMARY_FILE).write_text(json.dumps({k: summary[k] for k in keep if k in summary}, indent=2))
+    # The suite's name is written whatever the summary says: it is what claims the directory.
+    kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
+    write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
     ctx = _Context(out_dir, loaded, records, verdicts, summary, formats)
     inputs = inputs_digest(loaded, records, verdicts, formats)
     manifest = _read_manifest(out_dir)
@@ -81,7 +90,7 @@ def publish(
     for name in formats:
         entry = manifest.get(name)
         if isinstance(entry, dict) and entry.get("digest") == writer_digest(inputs, name, REPORTERS.get(name)) \
-                and _all_exist(out_dir, entry.get("files")) and _all_exist(out_dir, entry.get("beside", [])):
+                and _unchanged(out_dir, entry):
             written[name] = [out_dir / f for f in entry["files"]]
             if skipped is not None:
                 skipped.append(name)
@@ -98,8 +107,10 @@ def publish(
             paths_of = writer.write(ctx)
             written[name] = paths_of
             beside = [p.with_suffix(".svg") for p in paths_of if p.suffix == ".png" and p.with_suffix(".svg").is_file()]
-            manifest[name] = {"digest": writer_digest(inputs, name, writer), "files": [_relative(out_dir, p) for p in paths_of],
-                              "beside": [_relative(out_dir, p) for p in beside]}  # a plot's SVG is written with its PNG
+            files, beside_files = [_relative(out_dir, p) for p in paths_of], [_relative(out_dir, p) for p in beside]
+            manifest[name] = {"digest": writer_digest(inputs, name, writer), "files": files,
+                              "beside": beside_files,  # a plot's SVG is written with its PNG
+                              "sha256": {f: sha256_contained(out_dir, f) for f in (*files, *beside_files)}}
             _write_manifest(out_dir, manifest)
     finally:
         if ctx.drawing is not None:
@@ -134,6 +145,8 @@ def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[Ce
         from compbench.report.plots import write_plots
 
         result: tuple[str, Any] = ("ok", write_plots(out_dir, loaded, records))
+    except OutputError as exc:  # a full disk, a link where a plot goes: the parent says so in one line
+        result = ("output", str(exc))
     except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
         result = ("error", traceback.format_exc())
     conn.send(result)
@@ -167,6 +180,8 @@ class _PlotWorker:
             self.proc.join()
             raise RuntimeError(f"the process drawing the report's plots died (exit code {self.proc.exitcode})") from None
         self.proc.join()
+        if kind == "output":
+            raise OutputError(payload)
         if kind != "ok":
             raise RuntimeError(f"drawing the report's plots failed (in its own process):\n{payload}")
         self._result = payload
@@ -243,30 +258,33 @@ def _lib_version(name: str) -> str:
         return "-"
 
 
-def _read_manifest(out_dir: Path) -> dict[str, Any]:
+def _read_json(out_dir: Path, relative: str) -> dict[str, Any]:
+    """A JSON object from a file of the results directory; {} when missing, damaged, a link or not an object."""
+    data = read_contained(out_dir, relative)
     try:
-        data = json.loads((out_dir / MANIFEST_FILE).read_text())
-    except (OSError, ValueError):  # none yet, or damaged: every writer runs
+        doc = json.loads(data) if data is not None else {}
+    except ValueError:
         return {}
-    return data if isinstance(data, dict) else {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _read_manifest(out_dir: Path) -> dict[str, Any]:
+    return _read_json(out_dir, MANIFEST_FILE)  # none yet, or damaged: every writer runs
 
 
 def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
-    import os
-    import tempfile
+    write_atomic(out_dir, MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True))
 
-    target = out_dir / MANIFEST_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # A temporary file of this process's own: concurrent runs publishing into one directory must not
-    # replace each other's half-written manifest (the last complete one wins).
-    fd, tmp = tempfile.mkstemp(prefix=f"{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(manifest, indent=1, sort_keys=True))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+def check_owner(out_dir: Path, loaded: LoadedSuite) -> None:
+    """Refuse a results directory whose summary.json names another suite: its report would be overwritten."""
+    owner = _read_json(out_dir, SUMMARY_FILE).get("suite")
+    if isinstance(owner, str) and owner and owner != loaded.name:
+        raise ForeignResultsError(
+            f"{out_dir}: holds the report of suite {owner!r} ({SUMMARY_FILE}); writing suite {loaded.name!r}'s report "
+            f"there would overwrite its leaderboard and delete its plots; nothing of the report was written: use "
+            f"another results directory (--out results/{loaded.name}), or remove {out_dir / SUMMARY_FILE} to hand "
+            f"the directory over to {loaded.name!r}")
 
 
 def _relative(out_dir: Path, path: Path) -> str:
@@ -276,8 +294,13 @@ def _relative(out_dir: Path, path: Path) -> str:
         return str(path)
 
 
-def _all_exist(out_dir: Path, files: Any) -> bool:
-    return isinstance(files, list) and all(isinstance(f, str) and (out_dir / f).is_file() for f in files)
+def _unchanged(out_dir: Path, entry: dict[str, Any]) -> bool:
+    """Whether every file of a manifest entry is still, byte for byte, what was written (its recorded sha256)."""
+    files, beside, digests = entry.get("files"), entry.get("beside", []), entry.get("sha256")
+    if not (isinstance(files, list) and isinstance(beside, list) and isinstance(digests, dict)):
+        return False
+    return all(isinstance(f, str) and isinstance(digests.get(f), str) and sha256_contained(out_dir, f) == digests[f]
+               for f in (*files, *beside))
 
 
 def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
@@ -287,12 +310,7 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
 
 def report_devices(out_dir: Path) -> list[str]:
     """Devices whose cache keys a report looks up, in order: the last run's (summary.json), then the others."""
-    summary_path = out_dir / SUMMARY_FILE
-    last = None
-    try:
-        last = json.loads(summary_path.read_text()).get("device") if summary_path.exists() else None
-    except (ValueError, OSError, AttributeError):
-        last = None
+    last = _read_json(out_dir, SUMMARY_FILE).get("device")
     order = ["cpu", "cuda"]
     return [last, *(d for d in order if d != last)] if last in order else order
 
@@ -321,6 +339,7 @@ def rebuild(
     """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files."""
     from compbench.outcome import stored_outcome
 
+    check_owner(out_dir, loaded)
     outcome = stored_outcome(loaded, out_dir, profile=profile)
     records = outcome.records
     if not records:
@@ -330,13 +349,7 @@ def rebuild(
             + f" in {out_dir / 'store'}; run `compbench run --suite {loaded.name}"
             + (f" --profile {profile}" if profile else "") + "` first"
         )
-    summary_path = out_dir / SUMMARY_FILE
-    try:
-        summary: dict[str, Any] = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    except (ValueError, OSError):
-        summary = {}
-    if not isinstance(summary, dict):
-        summary = {}
+    summary = _read_json(out_dir, SUMMARY_FILE)
     summary.setdefault("device", records[0].device)
     summary["n_failed"] = sum(r.failed for r in records)
     summary["n_skipped"] = sum(r.skipped for r in records)

@@ -2,6 +2,8 @@
 
 A writer gets a `ReportContext` (the suite, its records and verdicts, the run summary, and the
 tables and plots computed once for every writer that wants them) and returns the files it wrote.
+Writers write through `ctx.write_file` (compbench.files.write_atomic): atomically, inside the
+results directory, never through a symbolic link.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from compbench.records import CellRecord
+from compbench.files import write_atomic
 from compbench.registry import PluginError, Registry, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.reporters"
@@ -32,6 +35,10 @@ class ReportContext:
     summary: dict[str, Any]
     formats: tuple[str, ...] = DEFAULT_FORMATS
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def write_file(self, relative: str, data: bytes | str) -> Path:
+        """Write a report file under out_dir atomically (see compbench.files); return its path."""
+        return write_atomic(self.out_dir, relative, data)
 
     @property
     def task_ids(self) -> list[str]:
@@ -109,9 +116,7 @@ class MarkdownWriter(Reporter):
         from compbench.report.tables import markdown_report
 
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
-        path = ctx.out_dir / "leaderboard.md"
-        path.write_text(markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx)), encoding="utf-8")
-        return [path]
+        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx)))]
 
 
 @register_reporter("csv")
@@ -131,11 +136,7 @@ class CsvWriter(Reporter):
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
                                              columns=[*Verdict.__dataclass_fields__, "verdict"]),
         }
-        paths = []
-        for name, frame in csvs.items():
-            frame.to_csv(ctx.out_dir / name, index=False)
-            paths.append(ctx.out_dir / name)
-        return paths
+        return [ctx.write_file(name, frame.to_csv(index=False)) for name, frame in csvs.items()]
 
 
 @register_reporter("html")
@@ -146,9 +147,7 @@ class HtmlWriter(Reporter):
         from compbench.report.html import html_report
         from compbench.report.legend import headline
 
-        path = ctx.out_dir / "leaderboard.html"
-        path.write_text(html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx)), encoding="utf-8")
-        return [path]
+        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx)))]
 
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")
@@ -197,9 +196,7 @@ class PredictionsWriter(Reporter):
                         row["theory"] = theory[i] if theory is not None else None
                     rows.append(row)
         columns = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
-        path = ctx.out_dir / "predictions.csv"
-        pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
-        return [path]
+        return [ctx.write_file("predictions.csv", pd.DataFrame(rows, columns=columns).to_csv(index=False))]
 
 
 def _component_names(data: Any) -> list[str]:
