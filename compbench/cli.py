@@ -35,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
     from compbench.outcome import outcome_of_run
     from compbench.report import terminal
-    from compbench.report.publish import parse_formats, publish
+    from compbench.report.publish import check_owner, parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
     from compbench.runner.run import run_suite
     from compbench.suite import add_adapter_models, parse_model_args, seeds_override
@@ -66,6 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         seeds_override(loaded, args.seeds)
     out_dir = Path(args.out) if args.out else Path("results") / loaded.name
+    check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
     try:
         summary = run_suite(
             loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, progress=not args.quiet,

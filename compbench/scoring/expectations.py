@@ -105,6 +105,8 @@ def _judge_all(
                                         f"{lacking} of {wanted[(subject, task)]} cell(s) missing from the store "
                                         "(not run, or the run was interrupted)"))
                 continue
+            if not recs:
+                continue  # every cell of it skipped as invalid (`skip_invalid: true`): nothing to judge, nothing failed
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return verdicts
 
