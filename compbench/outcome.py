@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from compbench.claims import Verdict
-from compbench.records import CellRecord
+from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job
 from compbench.scoring.expectations import evaluate_expectations
 from compbench.suite import LoadedSuite
@@ -142,7 +142,9 @@ def judge(loaded: LoadedSuite, jobs: list[Job], found: list[Mapping[str, CellRec
             rec = hits.get(key)
             state = _state(rec, job.code)
             if rec is not None and rec.skipped and not job.model.skip_invalid:
-                state = CellState.FAILED  # skipped under an earlier skip_invalid: true; now it is an error
+                # Skipped under an earlier `skip_invalid: true`: without it, the error a fresh run would give.
+                rec = rec.with_labels(status=Status.ERROR)
+                state = state if state is CellState.STALE else CellState.FAILED
             cells.append(ExpectedCell(job.model.id, job.model.group, job.task.entry.id, seed, key, state, rec))
     records = [c.record for c in cells if c.record is not None]
     verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial, expected=expected)
