@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from compbench.params import StrictParams
 from compbench.tasks.base import TASK_KINDS
 from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
@@ -17,10 +18,8 @@ ENTRY_POINT_GROUP = "compbench.claims"
 Record = dict[str, Any]
 
 
-class ClaimParams(BaseModel):
-    """Base of every claim's parameters (given inline in the expectation; unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid")
+class ClaimParams(StrictParams):
+    """Base of every claim's parameters (given inline in the expectation; unknown keys are errors; a boolean is not a number)."""
 
     tolerance: float | None = Field(default=None, ge=0, description="how far from the ideal still passes (claim's default if unset)")
 
