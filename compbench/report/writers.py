@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from compbench.registry import PluginError, Registry, require_subclass
+from compbench.report.escape import write_csv
 
 ENTRY_POINT_GROUP = "compbench.reporters"
 DEFAULT_FORMATS = ("md", "csv", "html", "png", "predictions")
@@ -134,7 +135,7 @@ class CsvWriter(Reporter):
         }
         paths = []
         for name, frame in csvs.items():
-            frame.to_csv(ctx.out_dir / name, index=False)
+            write_csv(frame, ctx.out_dir / name)
             paths.append(ctx.out_dir / name)
         return paths
 
@@ -199,7 +200,7 @@ class PredictionsWriter(Reporter):
                     rows.append(row)
         columns = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
         path = ctx.out_dir / "predictions.csv"
-        pd.DataFrame(rows, columns=columns).to_csv(path, index=False)
+        write_csv(pd.DataFrame(rows, columns=columns), path)
         return [path]
 
 
