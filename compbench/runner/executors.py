@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -37,6 +38,30 @@ def check_cell_timeout(executor: str, cell_timeout: float | None) -> None:
         raise ExecutorUnavailableError(
             "--cell-timeout needs --executor process (or ray): a job running in this process cannot be stopped"
         )
+
+
+# Workers beyond the cores only wait for them (each trains on one thread); a few over keeps the cores
+# busy while a worker reads its next job or writes its records.
+WORKERS_PER_CORE = 2
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def pool_size(workers: int, n_jobs: int) -> int:
+    """Worker processes for `--workers N`: at most WORKERS_PER_CORE per usable core (said on stderr when
+    that lowers N) and never more than the jobs to run."""
+    if workers < 1:
+        raise ExecutorUnavailableError(f"--workers must be at least 1, got {workers}")
+    cores = usable_cores()
+    cap = WORKERS_PER_CORE * cores
+    if workers > cap:
+        print(f"compbench: --workers {workers}: using {cap} worker processes ({WORKERS_PER_CORE} per usable core, "
+              f"{cores} core{'s' if cores != 1 else ''}); more would only wait for a core", file=sys.stderr)
+        workers = cap
+    return max(1, min(workers, n_jobs))
 
 
 def timeout_message(cell_timeout: float) -> str:
@@ -188,7 +213,7 @@ def run_process_pool(
     tasks = _tasks_of(jobs)
     _prepare(tasks)
     queue = deque(range(len(jobs)))
-    pool = [_Worker(ctx, tasks, device) for _ in range(min(max(1, workers), len(jobs)))]
+    pool = [_Worker(ctx, tasks, device) for _ in range(pool_size(workers, len(jobs)))]
     per_job = None  # seconds per job, a running average over recent jobs (None: none finished yet)
 
     def replace(k: int, first: list[dict[str, Any]] | None) -> Iterator[tuple[int, list[dict[str, Any]]]]:
