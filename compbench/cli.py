@@ -464,6 +464,11 @@ def main(argv: list[str] | None = None) -> int:
         with _fewer_full_collections():
             code = _dispatch(args)
         sys.stdout.flush()  # a closed pipe is met here, not in the interpreter's exit flush
+        from compbench.runner.interrupt import EXIT_TERMINATED, ignore_further_interrupts
+
+        if argv is None and code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+            # The command line's process exits now: a further Ctrl-C must not traceback on the way out.
+            ignore_further_interrupts()
         return code
     except BrokenPipeError:
         # The reader went away (`compbench list | head -1`). As the Python docs advise: point stdout

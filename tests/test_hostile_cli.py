@@ -12,6 +12,7 @@ import csv
 import dataclasses
 import io
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -328,3 +329,82 @@ def test_booleans_are_not_numbers_in_task_params(tmp_path, task, field):
 def test_seeds_true_is_not_one_seed(tmp_path):
     refused(cli("validate", str(p := write(tmp_path, "s.yaml", TINY.replace("seeds: 1", "seeds: true")))),
             f"error: {p}:2: seeds: expected a number, got the boolean true")
+
+
+# --- 4: Ctrl-C pressed again and again during --executor process ----------------------------------
+
+SLEEPY = '''\
+"""A test adapter whose fit sleeps: jobs still running in the pool's workers when Ctrl-C comes."""
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+from compbench.adapters import Adapter, Fitted, register_adapter
+
+
+@register_adapter("sleepy")
+class Sleepy(Adapter):
+    deterministic = True
+
+    def fit_seeds(self, train, evaluate, seeds):
+        Path(os.environ["SLEEPY_DIR"], str(os.getpid())).write_text("")
+        time.sleep(120)
+        return [Fitted(np.zeros(len(evaluate))) for _ in seeds]
+'''
+SLEEPY_SUITE = """\
+name: sleepy
+seeds: 1
+tasks:
+  - {id: te, family: transitive_equivalence, params: {classes: [2, 2]}}
+  - {id: te3, family: transitive_equivalence, params: {classes: [3, 3]}}
+models:
+  - {id: s, adapter: sleepy}
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "zombie" not in f.read()
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads worker states from /proc")
+@pytest.mark.parametrize("every", [0.1, 0.4])
+def test_ctrl_c_pressed_again_and_again_only_hurries_the_cleanup(tmp_path, every):
+    write(tmp_path, "sleepy_adapter.py", SLEEPY)
+    suite = write(tmp_path, "suite.yaml", SLEEPY_SUITE)
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    # As the console script runs: main() with no argv, in a process of its own.
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import sleepy_adapter; from compbench.cli import main; "
+            "sys.argv[0] = 'compbench'; sys.exit(main())")
+    env = {**os.environ, "SLEEPY_DIR": str(pids), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-c", code, "run", "--suite", str(suite), "--out", str(tmp_path / "out"), "--quiet",
+                             "--executor", "process", "--workers", "2", "--format", "md"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 120
+        while len(list(pids.iterdir())) < 2:
+            assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+            time.sleep(0.05)
+        workers = [int(p.name) for p in pids.iterdir()]
+        start = time.monotonic()
+        while proc.poll() is None and time.monotonic() - start < 30:  # pressed until it has exited
+            proc.send_signal(signal.SIGINT)
+            time.sleep(every)
+        took = time.monotonic() - start
+        _, err = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert took < 30, "the run did not exit under repeated Ctrl-C"
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert "interrupted: finished cells are kept" in err
+    time.sleep(0.2)
+    assert not [p for p in workers if _running(p)], "a pool worker outlived the run"

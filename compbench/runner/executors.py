@@ -21,6 +21,7 @@ from typing import Any
 from compbench.runner.cells import Job, PreparedTask
 from compbench.suite import ModelSpec
 from compbench.runner.execute import failed_records, run_job
+from compbench.runner.interrupt import kill_and_reap
 from compbench.runner.memory import keep_freed_memory
 
 
@@ -275,8 +276,10 @@ def run_process_pool(
                     first = failed_records(jobs[w.jobs[0]], device, _death(code), error_stage="worker") if w.jobs else None
                     yield from replace(k, first)
     finally:
+        # Killed together, then reaped: a Ctrl-C here only hurries it (runner.interrupt.presses_hurry).
+        kill_and_reap(w.proc for w in pool)
         for w in pool:
-            w.stop(kill=True)
+            w.conn.close()
 
 
 def _prepare(tasks: dict[str, PreparedTask]) -> None:
