@@ -50,8 +50,7 @@ def positive_float(text: str) -> float:
 
 
 positive_int = int_in(1)
-nonneg_int = int_in(0)
-seed_int = int_in(0, MAX_SEED)
+seed_int = int_in(0, MAX_SEED)  # a seed every backend takes (as a suite's seeds: compbench.limits.MAX_SEED)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -161,7 +160,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     from compbench.suite import load_suite, seeds_override
 
     if args.seed_start is not None and args.seeds is None:
-        _err(f"--seed-start needs --seeds (seeds --seed-start .. --seed-start + N - 1); without it the suite's own seeds run")
+        _err("--seed-start needs --seeds (seeds --seed-start .. --seed-start + N - 1); without it the suite's own seeds run")
         return EXIT_USAGE
     loaded = load_suite(args.suite, profile=args.profile)
     if baseline_suite is not None and baseline_suite != loaded.name:

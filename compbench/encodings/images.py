@@ -25,10 +25,10 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError
 
-from compbench.params import StrictParams
 from compbench.encodings.batch import Batch
 from compbench.encodings.image_sources import SOURCES, DataSourceError, ImageSet, load_source
 from compbench.encodings.registry import Encoded, register_encoding
+from compbench.params import StrictParams
 from compbench.tasks import TaskData
 
 __all__ = ["ImageEncodingParams", "encode_images", "render"]

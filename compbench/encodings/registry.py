@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from compbench.params import StrictParams
 from compbench.encodings.batch import Batch
 from compbench.encodings.onehot import onehot
+from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, UnknownNameError
 from compbench.tasks import TaskData
 
