@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from compbench.limits import MAX_SEED
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -29,6 +34,39 @@ def _print_outcome(outcome) -> None:  # outcome: compbench.outcome.SuiteOutcome
     """The outcome's problems on stderr, one line each (nothing when it passes)."""
     for line in outcome.problems():
         print(f"  {line}", file=sys.stderr)
+
+
+# Numeric flags are checked by argparse, by the same kind of rule as the suite's fields: a bad value
+# is a usage error naming the flag (exit 2), never a value silently replaced.
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse `type=`: a whole number (ASCII digits) from `low` to `high`."""
+    def parse(text: str) -> int:
+        if not re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            shown = f"{value:,}" if len(text) < 40 else f"a {len(text)}-digit number"
+            raise argparse.ArgumentTypeError(f"must be {'at least' if high is None else 'from'} {low:,}"
+                                             + (f" to {high:,}" if high is not None else "") + f", got {shown}")
+        return value
+
+    parse.__name__ = "whole number"  # argparse names the type in its own messages
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse `type=`: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+positive_int = int_in(1)
+seed_int = int_in(0, MAX_SEED)  # a seed every backend takes (as a suite's seeds: compbench.limits.MAX_SEED)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -61,9 +99,6 @@ def cmd_run(args: argparse.Namespace) -> int:
                  "to change a suite model's parameters, edit a copy of the suite")
             return EXIT_USAGE
     if args.seeds is not None:
-        if args.seeds < 1:
-            _err("--seeds must be ≥ 1")
-            return EXIT_USAGE
         seeds_override(loaded, args.seeds)
     out_dir = Path(args.out) if args.out else Path("results") / loaded.name
     check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
@@ -148,8 +183,8 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     from compbench.runner.run import run_suite
     from compbench.suite import seeds_override
 
-    if args.seeds is not None and args.seeds < 1:
-        _err(f"--seeds must be ≥ 1, got {args.seeds}: a baseline or check over no seeds measures nothing")
+    if args.seed_start is not None and args.seeds is None:
+        _err("--seed-start needs --seeds (seeds --seed-start .. --seed-start + N - 1); without it the suite's own seeds run")
         return EXIT_USAGE
     loaded = _load(args, args.profile)
     if baseline_suite is not None and baseline_suite != loaded.name:
@@ -157,7 +192,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
              f"{loaded.name!r}; nothing was run (record a baseline for {loaded.name!r} with `compbench baseline record`)")
         return EXIT_USAGE
     if args.seeds is not None:
-        seeds_override(loaded, args.seeds, args.seed_start)
+        seeds_override(loaded, args.seeds, args.seed_start or 0)
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet)
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
@@ -343,20 +378,20 @@ DEFAULT_FORMATS = ("md", "csv", "html", "png", "predictions")  # = compbench.rep
 
 
 def _limit_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-cells", type=int, metavar="N", help="allow tasks of up to N cells (and N samples per task)")
-    p.add_argument("--max-seeds", type=int, metavar="N", help="allow up to N seeds per model")
-    p.add_argument("--max-models", type=int, metavar="N", help="allow up to N models after sweep expansion")
+    p.add_argument("--max-cells", type=positive_int, metavar="N", help="allow tasks of up to N cells (and N samples per task)")
+    p.add_argument("--max-seeds", type=positive_int, metavar="N", help="allow up to N seeds per model")
+    p.add_argument("--max-models", type=positive_int, metavar="N", help="allow up to N models after sweep expansion")
 
 
 def _apply_limits(args: argparse.Namespace) -> None:
     from compbench.limits import set_limits
 
     changes = {}
-    if getattr(args, "max_cells", None):
+    if getattr(args, "max_cells", None) is not None:
         changes.update(cells_per_task=args.max_cells, samples_per_task=args.max_cells)
-    if getattr(args, "max_seeds", None):
+    if getattr(args, "max_seeds", None) is not None:
         changes["seeds"] = args.max_seeds
-    if getattr(args, "max_models", None):
+    if getattr(args, "max_models", None) is not None:
         changes["models"] = args.max_models
     if changes:
         set_limits(**changes)
@@ -369,18 +404,19 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train, theory-predict and score every cell of a suite")
     run.add_argument("--suite", required=True, help="suite name (suites/NAME.yaml) or path to a YAML file")
     run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable); an adapter name that is no model of the suite adds that adapter with its default parameters")
-    run.add_argument("--seeds", type=int, help="override the number of seeds (seeds 0..N-1)")
+    run.add_argument("--seeds", type=positive_int, help="override the number of seeds (seeds 0..N-1)")
     run.add_argument("--profile", help="apply a named profile of the suite (e.g. 'full' for GPU runs)")
     run.add_argument("--out", help="output directory (default results/<suite name>)")
     run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     run.add_argument("--force", action="store_true", help="recompute the selected cells (all, or those of --model), replacing their stored records")
     run.add_argument("--executor", default="local", choices=["local", "process", "ray"],
                      help="where cells run: this process, a local process pool (--workers), or Ray")
-    run.add_argument("--workers", type=int, default=2, help="process-pool size (--executor process)")
+    run.add_argument("--workers", type=positive_int, default=2,
+                     help="process-pool size (--executor process; at most 2 per usable core, and one per cell to run)")
     run.add_argument("--address", help="Ray cluster address (--executor ray; default: start a local instance)")
-    run.add_argument("--cell-timeout", type=float, metavar="SECONDS",
+    run.add_argument("--cell-timeout", type=positive_float, metavar="SECONDS",
                      help="kill a job running longer and record it as an error (--executor process or ray)")
-    run.add_argument("--gpus-per-cell", type=float, default=0.25,
+    run.add_argument("--gpus-per-cell", type=positive_float, default=0.25,
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
@@ -396,8 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     def run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--suite", required=True, help="suite name or path")
         p.add_argument("--results", help="results directory holding the cache (default results/<suite name>)")
-        p.add_argument("--seeds", type=int, help="number of seeds")
-        p.add_argument("--seed-start", type=int, default=0, help="first seed (with --seeds)")
+        p.add_argument("--seeds", type=positive_int, help="number of seeds")
+        p.add_argument("--seed-start", type=seed_int, help="first seed (with --seeds; default 0)")
         p.add_argument("--profile", help="a named profile of the suite")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
         p.add_argument("--quiet", action="store_true", help="no progress display")
@@ -411,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sub.add_parser("check", help="fail when a model's scores regress beyond seed noise against a baseline")
     run_options(chk)
     chk.add_argument("--baseline", required=True, help="baseline JSON file")
-    chk.add_argument("--k", type=float, help="tolerance in combined standard errors (default per metric: 2.5)")
+    chk.add_argument("--k", type=positive_float, help="tolerance in combined standard errors (default per metric: 2.5)")
     chk.add_argument("--update", action="store_true", help="write the current scores as the new baseline")
     chk.add_argument("--verbose", action="store_true", help="show every comparison, not only the notable ones")
     chk.add_argument("--allow-new", action="store_true",
@@ -450,13 +486,30 @@ def _fewer_full_collections() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
-    args = build_parser().parse_args(argv)
-    _apply_limits(args)
-    from compbench.runner.memory import keep_freed_memory
+    try:
+        args = build_parser().parse_args(argv)
+        _apply_limits(args)
+        from compbench.runner.memory import keep_freed_memory
 
-    keep_freed_memory()  # training's large blocks are reused, not page-faulted back in every step
-    with _fewer_full_collections():
-        return _dispatch(args)
+        keep_freed_memory()  # training's large blocks are reused, not page-faulted back in every step
+        with _fewer_full_collections():
+            code = _dispatch(args)
+        sys.stdout.flush()  # a closed pipe is met here, not in the interpreter's exit flush
+        from compbench.runner.interrupt import EXIT_TERMINATED, ignore_further_interrupts
+
+        if argv is None and code in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+            # The command line's process exits now: a further Ctrl-C must not traceback on the way out.
+            ignore_further_interrupts()
+        return code
+    except BrokenPipeError:
+        # The reader went away (`compbench list | head -1`). As the Python docs advise: point stdout
+        # at devnull so the exit flush cannot fail again, and leave without a traceback.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is no file (captured in-process)
+            pass
+        return EXIT_FAILED
 
 
 def _dispatch(args: argparse.Namespace) -> int:

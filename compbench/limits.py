@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes seeds below 2**32; every seed must work with every backend
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -206,7 +206,7 @@ def test_baseline_record_refuses_no_seeds_failed_cells_and_no_ok_cells(adapters_
     suite, base, res = tmp_path / "s.yaml", tmp_path / "base.json", ["--results", str(tmp_path / "res"), "--quiet"]
     suite.write_text(suite_text("trust", CLEAN))
     done = cli(adapters_dir, "baseline", "record", "--suite", str(suite), "--out", str(base), "--seeds", "0", *res, cwd=tmp_path)
-    assert done.returncode == 2 and "--seeds must be ≥ 1" in done.stderr and not base.exists()
+    assert done.returncode == 2 and "argument --seeds: must be at least 1, got 0" in done.stderr and not base.exists()
     marker = tmp_path / "fail-now"
     marker.touch()
     suite.write_text(suite_text("trust", f"  - {{id: nan, adapter: trust-oracle}}\n"

@@ -6,15 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
 from compbench.encodings.batch import Batch
+from compbench.params import StrictParams
 
 
-class AdapterParams(BaseModel):
-    """Base class of adapter hyperparameters (unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid")
+class AdapterParams(StrictParams):
+    """Base class of adapter hyperparameters (unknown keys are errors; a boolean is not a number)."""
 
 
 class InvalidModelError(ValueError):

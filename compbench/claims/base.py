@@ -8,19 +8,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from compbench.records import TASK_KINDS, CellRecord, as_records
+from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.claims"
 Record = CellRecord  # claims judge typed records (a read-only mapping view keeps schema-1 plugins working)
 
 
-class ClaimParams(BaseModel):
-    """Base of every claim's parameters (given inline in the expectation; unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid")
+class ClaimParams(StrictParams):
+    """Base of every claim's parameters (given inline in the expectation; unknown keys are errors; a boolean is not a number)."""
 
     tolerance: float | None = Field(default=None, ge=0, description="how far from the ideal still passes (claim's default if unset)")
 

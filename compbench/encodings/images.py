@@ -23,20 +23,19 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from compbench.encodings.batch import Batch
 from compbench.encodings.image_sources import SOURCES, DataSourceError, ImageSet, load_source
 from compbench.encodings.registry import Encoded, register_encoding
+from compbench.params import StrictParams
 from compbench.tasks import TaskData
 
 __all__ = ["ImageEncodingParams", "encode_images", "render"]
 
 
-class ImageEncodingParams(BaseModel):
-    """Parameters of the image encodings (`digits`, `images`); unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid")
+class ImageEncodingParams(StrictParams):
+    """Parameters of the image encodings (`digits`, `images`); unknown keys are errors, a boolean is not a number."""
 
     source: Literal["digits", "mnist-5k", "mnist", "cifar10"] = "digits"
     root: str | None = Field(default=None, description="mnist/cifar10: directory holding torchvision's files")

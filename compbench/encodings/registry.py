@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from compbench.encodings.batch import Batch
 from compbench.encodings.onehot import onehot
+from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, UnknownNameError
 from compbench.tasks import TaskData
 
@@ -148,10 +149,9 @@ def encode_latents(task: TaskData) -> Encoded:
     return encode_cells("latents", task, x)
 
 
-class CoordinateParams(BaseModel):
+class CoordinateParams(StrictParams):
     """Parameters of the `coordinates` encoding."""
 
-    model_config = {"extra": "forbid"}
     normalize: bool = True  # value v of n as v/(n−1) in [0, 1] (else the raw index)
 
 

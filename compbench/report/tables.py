@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal lea
 
 from compbench import __version__
 from compbench.records import CellRecord, as_records
+from compbench.report.escape import md_cell, md_text
 from compbench.scoring.expectations import Verdict
 from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 
@@ -55,10 +56,9 @@ class Table:
     html_only: bool = False  # left out of the markdown (e.g. per-cell details)
 
     def markdown(self) -> str:
-        """GitHub markdown (best cells in bold; '|' inside a cell escaped so the table stays intact)."""
-        esc = lambda c: c.replace("|", "\\|")  # noqa: E731
-        rows = [[f"**{esc(c)}**" if (i, j) in self.best else esc(c) for j, c in enumerate(row)] for i, row in enumerate(self.rows)]
-        return tabulate(rows, headers=[esc(h) for h in self.headers], tablefmt="github", disable_numparse=True)
+        """GitHub markdown (best cells in bold; every cell through `md_cell`, so suite text stays text)."""
+        rows = [[f"**{md_cell(c)}**" if (i, j) in self.best else md_cell(c) for j, c in enumerate(row)] for i, row in enumerate(self.rows)]
+        return tabulate(rows, headers=[md_cell(h) for h in self.headers], tablefmt="github", disable_numparse=True)
 
 
 def _score_metric(rec: CellRecord) -> str:
@@ -567,7 +567,7 @@ def report_tables(ctx: Any) -> list[Table]:
 
 def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "") -> str:
     """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title."""
-    lines = [f"# {suite_name}: leaderboard", ""] + ([headline, ""] if headline else [])
+    lines = [f"# {md_text(suite_name)}: leaderboard", ""] + ([md_text(headline), ""] if headline else [])
     for t in tables:
         if t.html_only:
             continue
@@ -575,7 +575,7 @@ def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[
     if plots:
         lines += ["## Plots", ""]
         for name, caption in plots:
-            lines += [f"![{caption}](plots/{name})", "", f"*{caption}*", ""]
+            lines += [f"![{md_text(caption)}](plots/{name})", "", f"*{md_text(caption)}*", ""]
     return "\n".join(lines)
 
 

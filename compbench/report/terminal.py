@@ -16,6 +16,11 @@ from compbench.report.tables import CellStats, leaderboard_cells, metric_header
 from compbench.scoring.metric_facts import score_metric
 
 
+def one_line(text: str) -> str:
+    """Text as one terminal line: line breaks and other control characters shown escaped, not obeyed."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 def _cell(c: CellStats | None) -> str:
     if c is None:
         return ""
@@ -54,13 +59,15 @@ def _plain(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]]
 
 def _rich(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]], out: TextIO) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title="held-out score (mean ± std over seeds; bold = best, above chance)", title_justify="left")
     for j, h in enumerate(headers):
-        table.add_column(h, justify="left" if j == 0 else "right", no_wrap=j == 0)
+        table.add_column(escape(h), justify="left" if j == 0 else "right", no_wrap=j == 0)
     for i, r in enumerate(rows):
-        table.add_row(*[f"[bold green]{c}[/]" if (i, j) in best else c for j, c in enumerate(r)])
+        # Sweep member ids hold brackets (`m[init_scale=0.1]`): text, not rich markup.
+        table.add_row(*[f"[bold green]{escape(c)}[/]" if (i, j) in best else escape(c) for j, c in enumerate(r)])
     Console(file=out).print(table)
 
 
@@ -76,8 +83,8 @@ def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any
             print(_plain(headers, rows, best), file=out)
     for v in verdicts:
         if not v.passed:
-            print(f"  {v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
-                  + (f"; known failure: {v.known_failure}" if v.known_failure else ""), file=out)
+            print(one_line(f"  {v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
+                           + (f"; known failure: {v.known_failure}" if v.known_failure else "")), file=out)
 
 
 def print_files(out_dir: Path, paths: list[Path], out: TextIO | None = None) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 from compbench.records import CellRecord
 from compbench.files import write_atomic
 from compbench.registry import PluginError, Registry, require_subclass
+from compbench.report.escape import csv_text
 
 ENTRY_POINT_GROUP = "compbench.reporters"
 DEFAULT_FORMATS = ("md", "csv", "html", "png", "predictions")
@@ -136,7 +137,7 @@ class CsvWriter(Reporter):
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
                                              columns=[*Verdict.__dataclass_fields__, "verdict"]),
         }
-        return [ctx.write_file(name, frame.to_csv(index=False)) for name, frame in csvs.items()]
+        return [ctx.write_file(name, csv_text(frame)) for name, frame in csvs.items()]
 
 
 @register_reporter("html")
@@ -196,7 +197,7 @@ class PredictionsWriter(Reporter):
                         row["theory"] = theory[i] if theory is not None else None
                     rows.append(row)
         columns = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
-        return [ctx.write_file("predictions.csv", pd.DataFrame(rows, columns=columns).to_csv(index=False))]
+        return [ctx.write_file("predictions.csv", csv_text(pd.DataFrame(rows, columns=columns)))]
 
 
 def _component_names(data: Any) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from compbench.runner.cells import Job, PreparedTask
 from compbench.suite import ModelSpec
 from compbench.records import CellRecord
 from compbench.runner.execute import failed_records, run_job
+from compbench.runner.interrupt import kill_and_reap
 from compbench.runner.memory import keep_freed_memory
 
 
@@ -38,6 +40,30 @@ def check_cell_timeout(executor: str, cell_timeout: float | None) -> None:
         raise ExecutorUnavailableError(
             "--cell-timeout needs --executor process (or ray): a job running in this process cannot be stopped"
         )
+
+
+# Workers beyond the cores only wait for them (each trains on one thread); a few over keeps the cores
+# busy while a worker reads its next job or writes its records.
+WORKERS_PER_CORE = 2
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def pool_size(workers: int, n_jobs: int) -> int:
+    """Worker processes for `--workers N`: at most WORKERS_PER_CORE per usable core (said on stderr when
+    that lowers N) and never more than the jobs to run."""
+    if workers < 1:
+        raise ExecutorUnavailableError(f"--workers must be at least 1, got {workers}")
+    cores = usable_cores()
+    cap = WORKERS_PER_CORE * cores
+    if workers > cap:
+        print(f"compbench: --workers {workers}: using {cap} worker processes ({WORKERS_PER_CORE} per usable core, "
+              f"{cores} core{'s' if cores != 1 else ''}); more would only wait for a core", file=sys.stderr)
+        workers = cap
+    return max(1, min(workers, n_jobs))
 
 
 def timeout_message(cell_timeout: float) -> str:
@@ -190,7 +216,7 @@ def run_process_pool(
     tasks = _tasks_of(jobs)
     _prepare(tasks)
     queue = deque(range(len(jobs)))
-    pool = [_Worker(ctx, tasks, device) for _ in range(min(max(1, workers), len(jobs)))]
+    pool = [_Worker(ctx, tasks, device) for _ in range(pool_size(workers, len(jobs)))]
     per_job = None  # seconds per job, a running average over recent jobs (None: none finished yet)
 
     def replace(k: int, first: list[CellRecord] | None) -> Iterator[tuple[int, list[CellRecord]]]:
@@ -252,8 +278,10 @@ def run_process_pool(
                     first = failed_records(jobs[w.jobs[0]], device, _death(code), error_stage="worker") if w.jobs else None
                     yield from replace(k, first)
     finally:
+        # Killed together, then reaped: a Ctrl-C here only hurries it (runner.interrupt.presses_hurry).
+        kill_and_reap(w.proc for w in pool)
         for w in pool:
-            w.stop(kill=True)
+            w.conn.close()
 
 
 def _prepare(tasks: dict[str, PreparedTask]) -> None:

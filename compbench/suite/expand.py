@@ -19,6 +19,9 @@ from compbench.suite.schema import Geomspace, Linspace, ModelEntry, SweepValues
 from compbench.suite.source import LineMap, SuiteIssue
 
 _SEGMENT = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*|[0-9]+)$")
+# A member id is its entry's id (at most 64 characters) with the swept values in brackets; kept under
+# the 255 bytes a file name may have, so any use of it as one (or as part of one) stays possible.
+MEMBER_ID_MAX_LENGTH = 200
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,10 @@ def expand_model(
             return []
         shown = ",".join(f"{k}={labels[k][j]}" for k, j in zip(axes, combo))
         member_id = entry.id if not values else f"{entry.id}[{shown}]"
+        if len(member_id) > MEMBER_ID_MAX_LENGTH:
+            issues.append(lines.issue(("models", i, "sweep"), f"sweep member id {member_id[:60]!r}… is {len(member_id):,} "
+                                      f"characters; at most {MEMBER_ID_MAX_LENGTH} (shorten the id or the swept values)"))
+            return []
         specs.append(ModelSpec(member_id, entry.id, entry.adapter, params, raw, values, tuple(entry.tasks), seeds,
                                entry.skip_invalid, tags))
     return specs

@@ -9,10 +9,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from compbench.limits import TooLargeError, limits
+from compbench.limits import MAX_SEED, TooLargeError, limits
 from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
-from compbench.suite.source import LineMap, SuiteError, SuiteIssue, decode_suite, format_loc, parse_yaml, validation_issues
+from compbench.suite.source import (
+    LineMap, SuiteError, SuiteIssue, check_nesting, decode_suite, format_loc, parse_yaml, validation_issues,
+)
 
 SUITES_DIR = Path(__file__).resolve().parent.parent.parent / "suites"
 
@@ -356,6 +358,9 @@ def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
         raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seeds", f"needs a count ≥ 1 and a start ≥ 0, got {n} from {start}")])
     if n > limits().seeds:
         raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seeds", str(TooLargeError("seeds", n, limits().seeds, "--max-seeds")))])
+    if start + n - 1 > MAX_SEED:
+        raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seed-start", f"seeds {start:,}..{start + n - 1:,} "
+                                     f"go past {MAX_SEED:,} (2**32 - 1), the largest seed every backend takes, as in a suite's seeds")])
     loaded.models = [
         ModelSpec(
             m.id, m.group, m.adapter, m.params, m.raw_params, m.sweep_values, m.task_patterns,
@@ -365,19 +370,49 @@ def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
     ]
 
 
+def _top_level_parts(text: str) -> list[str]:
+    """`text` split at commas outside brackets and quotes: 'a=[0,1],b=x' → ['a=[0,1]', 'b=x']."""
+    parts, depth, quote, start = [], 0, None, 0
+    for i, c in enumerate(text):
+        if quote is not None:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth = max(0, depth - 1)
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
 def parse_model_args(text: str) -> dict[str, Any]:
-    """'width=64,lr=0.01,theory=none' → {'width': 64, 'lr': 0.01, 'theory': 'none'} (values read as YAML scalars)."""
+    """'width=64,weights=[0,0.3,1],theory=none' → {'width': 64, 'weights': [0, 0.3, 1], 'theory': 'none'}.
+
+    Values are read as YAML (flow lists and mappings included, nested as deep as a suite may); commas
+    split pairs only outside brackets and quotes; a key given twice is an error, as in a suite file.
+    """
     import yaml
 
     out: dict[str, Any] = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
+    for part in _top_level_parts(text):
         key, sep, value = part.partition("=")
-        if not sep or not key.strip():
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
             raise ValueError(f"--model-args takes key=value pairs separated by commas, got {part!r}")
+        if key in out:
+            raise ValueError(f"--model-args gives {key!r} twice; give each key once")
+        check_nesting(value, f"--model-args {key}")
         try:
-            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            out[key.strip()] = value
+            out[key] = yaml.safe_load(value) if value else ""
+        except yaml.YAMLError as exc:
+            if value[:1] in "[{'\"":
+                raise ValueError(f"--model-args {key}: cannot read {value!r} as a YAML value "
+                                 f"({getattr(exc, 'problem', None) or exc})") from None
+            out[key] = value  # plain text YAML would not take (e.g. starting with '@')
     return out
 
 
@@ -403,7 +438,7 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[str], model_args: dic
         try:
             params = adapter.Params.model_validate(dict(model_args or {}))
         except ValidationError as exc:
-            msgs = "; ".join(f"{format_loc(e['loc'])}: {e['msg']}" if e["loc"] else e["msg"] for e in exc.errors())
+            msgs = "; ".join(f"{format_loc(e['loc'])}: {_message(e)}" if e["loc"] else _message(e) for e in exc.errors())
             raise SuiteError([SuiteIssue(
                 where, None, "--model-args" if model_args else "--model",
                 f"adapter {name!r}: {msgs}" if model_args else
@@ -418,6 +453,10 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[str], model_args: dic
                                        seeds[:1] if adapter.deterministic else seeds, False, frozenset(adapter.tags)))
         added.append(name)
     return added
+
+
+def _message(err: Any) -> str:
+    return err["msg"].removeprefix("Value error, ") if err["type"] == "value_error" else err["msg"]
 
 
 def _produces(task: TaskEntry) -> str | None:

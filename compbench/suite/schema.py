@@ -5,16 +5,36 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
+import re
 
-from compbench.limits import limits
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$"
+from compbench.limits import MAX_SEED, limits
+from compbench.params import StrictParams
+
+# Ids become parts of file names (plots/theory-<task>.png, results/<suite>/) and of every report
+# line: one pattern, short enough for any file system, and nothing a shell, a spreadsheet, a
+# markdown table or a terminal reads as syntax.
+ID_MAX_LENGTH = 64
+ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.+-]{{0,{ID_MAX_LENGTH - 1}}}$"
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+_ID = re.compile(ID_PATTERN)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def check_id(v: str) -> str:
+    """An id of 1-64 letters, digits, '_', '.', '+', '-' starting with a letter or digit, else ValueError."""
+    if not _ID.match(v):
+        shown = repr(v) if len(v) <= 40 else f"{v[:40]!r}… ({len(v):,} characters)"
+        raise ValueError(f"an id is 1 to {ID_MAX_LENGTH} letters, digits, '_', '.', '+' or '-', starting with a letter or "
+                         f"digit (ids name files and report rows); got {shown}")
+    return v
+
+
+Id = Annotated[str, AfterValidator(check_id)]
+
+
+class _Strict(StrictParams):
+    """Schema sections: unknown keys are errors, and a boolean is not a number (`seeds: true`)."""
 
 
 def _finite(v: float, what: str) -> float:
@@ -91,6 +111,9 @@ def check_seeds(v: int | list[int] | None) -> int | list[int] | None:
         raise ValueError("a seed list must not be empty")
     if any(s < 0 for s in v):
         raise ValueError(f"seeds must be non-negative, got {[s for s in v if s < 0]}")
+    if any(s > MAX_SEED for s in v):
+        raise ValueError(f"seeds must be at most {MAX_SEED:,} (2**32 - 1, what numpy and torch seeding take), "
+                         f"got {[s for s in v if s > MAX_SEED][:3]}")
     if len(set(v)) != len(v):
         raise ValueError(f"seed list has repeats ({sorted({s for s in v if v.count(s) > 1})}): each seed would count twice")
     if len(v) > limits().seeds:
@@ -101,7 +124,7 @@ def check_seeds(v: int | list[int] | None) -> int | list[int] | None:
 class TaskEntry(_Strict):
     """One task of a suite: a family with its parameters and an input encoding."""
 
-    id: str = Field(pattern=ID_PATTERN)
+    id: Id
     family: str
     params: dict[str, Any] = Field(default_factory=dict)
     encoding: str | dict[str, Any] = Field(
@@ -123,7 +146,7 @@ class TaskEntry(_Strict):
 class ModelEntry(_Strict):
     """One model (or a sweep of models) of a suite: an adapter with parameters."""
 
-    id: str = Field(pattern=ID_PATTERN)
+    id: Id
     adapter: str
     params: dict[str, Any] = Field(default_factory=dict)
     sweep: dict[str, SweepValues] = Field(
@@ -159,7 +182,7 @@ class Expectation(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    id: str | None = None
+    id: Id | None = None
     claim: str
     models: list[str] = Field(min_length=1, description="model id globs, sweep ids, or @tag")
     tasks: list[str] = Field(min_length=1)
@@ -199,7 +222,7 @@ class Profile(_Strict):
 class Suite(_Strict):
     """A benchmark suite: tasks × models × seeds, plus expectations."""
 
-    name: str = Field(pattern=ID_PATTERN)
+    name: Id
     description: str = ""
     seeds: int | list[int] = 3
     tasks: list[TaskEntry] = Field(min_length=1)

@@ -7,6 +7,7 @@ to more nodes than any suite needs).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,11 @@ from pydantic import ValidationError
 MAX_FILE_BYTES = 10 * 1024 * 1024  # a suite is a few kB; a 10 MB "suite" is a mistake
 MAX_ALIASES = 1000
 MAX_EXPANDED_NODES = 200_000  # nodes the document would have with every alias expanded
+# Lists and mappings inside each other: the bundled suites reach 6 levels. PyYAML's parser and
+# composer recurse once per level and slow down sharply with depth (a 40 kB `[[[[...` took 40 s to
+# be refused), so the depth is counted on the text before the parser sees it.
+MAX_NESTING = 64
+_BLOCK_SCALAR = re.compile(r"(?:^|[\s:-])[|>][0-9+-]*\s*(?:#.*)?$")
 
 
 @dataclass(frozen=True)
@@ -148,10 +154,92 @@ def _count_aliases(text: str) -> int:
     return count
 
 
+def _starts_value(line: str, i: int, flow: int) -> bool:
+    """Whether position i of a line is where a YAML value starts: the line's start, after `: `, `- `, `? `,
+    or inside a flow collection after `,`, `[`, `{`."""
+    j = i - 1
+    while j >= 0 and line[j] in " \t":
+        j -= 1
+    if j < 0 or (flow and line[j] in ",[{"):
+        return True
+    return line[j] in ":-?" and j + 1 < i  # an indicator is followed by a space
+
+
+def _line_depths(line: str, flow: int, quote: str | None) -> tuple[int, int, str | None, bool]:
+    """Scan one line: (deepest flow depth on it, flow depth at its end, open quote at its end, whether it
+    ends in a block scalar indicator). Brackets inside quotes and comments are not counted."""
+    deepest, i, n = flow, 0, len(line)
+    while i < n:
+        c = line[i]
+        if quote is not None:
+            if c == "\\" and quote == '"':
+                i += 2
+                continue
+            if c == quote:
+                if quote == "'" and i + 1 < n and line[i + 1] == "'":  # '' is a quote inside '...'
+                    i += 2
+                    continue
+                quote = None
+            i += 1
+            continue
+        if c == "#" and (i == 0 or line[i - 1] in " \t"):
+            break
+        if c in "'\"[{" and ((flow and c in "[{") or _starts_value(line, i, flow)):
+            # A quote or a bracket inside plain text (`don't`, `a[0]`) is text, not syntax.
+            if c in "[{":
+                flow += 1
+                deepest = max(deepest, flow)
+            else:
+                quote = c
+        elif c in "]}" and flow:
+            flow -= 1
+        i += 1
+    return deepest, flow, quote, flow == 0 and quote is None and bool(_BLOCK_SCALAR.search(line))
+
+
+def check_nesting(text: str, file: str, limit: int = MAX_NESTING) -> None:
+    """SuiteError at the first line where lists and mappings nest deeper than `limit`, found without parsing.
+
+    Counts flow brackets (`[`, `{`) and block indentation levels (each deeper indentation, and each
+    `- ` starting a nested sequence on one line), skipping quoted text, comments and block scalars.
+    """
+    indents: list[int] = []  # indentation of each open block level
+    flow, quote = 0, None
+    scalar_indent: int | None = None  # inside a block scalar (`|`, `>`): lines indented deeper are text
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.lstrip(" ")
+        indent = len(line) - len(stripped)
+        if scalar_indent is not None:
+            if not stripped.strip() or indent > scalar_indent:
+                continue
+            scalar_indent = None
+        block = len(indents)
+        if flow == 0 and quote is None and stripped and not stripped.startswith("#"):
+            columns = [indent]
+            rest = stripped
+            while rest[:1] == "-" and rest[1:2] in (" ", "\t"):  # `- - - x`: sequences nested on one line
+                pad = len(rest) - len(rest[1:].lstrip(" \t")) if rest[1:].strip() else 1
+                columns.append(columns[-1] + pad)
+                rest = rest[pad:]
+            for col in columns:
+                while indents and indents[-1] >= col:
+                    indents.pop()
+                indents.append(col)
+            block = len(indents)
+        deepest, flow, quote, opens_scalar = _line_depths(line, flow, quote)
+        if block + deepest > limit:
+            raise SuiteError([SuiteIssue(file, number, "", f"lists and mappings are nested more than {limit} levels deep "
+                                         "here; a suite needs a few (refused before parsing)")])
+        if opens_scalar:
+            scalar_indent = indent
+    return None
+
+
 def parse_yaml(text: str, file: str) -> tuple[Any, LineMap]:
     """The document's data and its line map; every YAML problem is a SuiteError with its line."""
     lines = LineMap(file)
     loader = None
+    check_nesting(text, file)
     try:
         if _count_aliases(text) > MAX_ALIASES:
             raise SuiteError([SuiteIssue(file, None, "", f"more than {MAX_ALIASES} YAML aliases (*name): refusing a possible alias bomb")])

@@ -6,18 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
+from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, UnknownNameError
 from compbench.tasks.base import TaskData, validate_split
 
 ENTRY_POINT_GROUP = "compbench.tasks"
 
 
-class TaskParams(BaseModel):
-    """Base of every family's parameter model (unknown keys are errors)."""
-
-    model_config = ConfigDict(extra="forbid")
+class TaskParams(StrictParams):
+    """Base of every family's parameter model (unknown keys are errors; a boolean is not a number)."""
 
 
 class UnknownFamilyError(UnknownNameError):

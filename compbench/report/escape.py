@@ -1,0 +1,60 @@
+"""Text from a suite made safe for the programs people open reports in: spreadsheets and markdown viewers.
+
+Every CSV file of a report is made by `csv_text`, every markdown table cell passes `md_cell`:
+descriptions, component names and labels are free text in the suite file, and a report is opened
+by people who did not write it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+# A spreadsheet evaluates a cell starting with one of these as a formula (OWASP: CSV injection).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# A plain number is read as a number, not a formula: "-4" stays "-4" (a label like a negative value).
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, prefixed with `'`; anything else unchanged.
+
+    A carriage return inside text becomes a line feed: the CSV writer quotes a cell holding a line
+    feed, but not a bare CR, which a spreadsheet reads as a new row (whose first cell could be `=...`).
+    """
+    if not isinstance(value, str):
+        return value
+    if value.startswith(FORMULA_START) and not _NUMBER.fullmatch(value):
+        value = "'" + value
+    return value.replace("\r\n", "\n").replace("\r", "\n") if "\r" in value else value
+
+
+def csv_text(frame: Any) -> str:
+    """A pandas DataFrame as CSV text, every text cell and column name passed through `csv_cell`.
+
+    The text is written by the report's one writer (`ReportContext.write_file`: atomic, contained).
+    """
+    from pandas.api.types import is_bool_dtype, is_datetime64_any_dtype, is_numeric_dtype
+
+    frame = frame.rename(columns=csv_cell)
+    # Numeric columns hold no text: a negative number is written as it is. Any other column (object,
+    # pandas' string dtype) may hold text next to numbers; each of its text cells is checked.
+    text = [c for i, c in enumerate(frame.columns)
+            if not (is_numeric_dtype(frame.iloc[:, i]) or is_bool_dtype(frame.iloc[:, i]) or is_datetime64_any_dtype(frame.iloc[:, i]))]
+    if text:
+        frame = frame.copy()
+        for i, c in enumerate(frame.columns):
+            if c in text:
+                frame.isetitem(i, frame.iloc[:, i].map(csv_cell))
+    return frame.to_csv(index=False)
+
+
+def md_text(text: str) -> str:
+    """Free text for a markdown line: HTML special characters escaped, line breaks as spaces."""
+    return " ".join(html.escape(str(text), quote=False).splitlines())
+
+
+def md_cell(text: str) -> str:
+    """Free text for a markdown table cell: `md_text`, with `|` escaped so the row keeps its columns."""
+    return md_text(text).replace("|", "\\|")
