@@ -127,7 +127,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     n_fail = len(outcome.failing_verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
-        f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
+        + (f" ({summary.n_rescored} rescored by this compbench's scoring code, not retrained)" if summary.n_rescored else "")
+        + f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
         f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
     )
     terminal.print_leaderboard(loaded, outcome.records, verdicts)  # the compact leaderboard, then each failing expectation

@@ -174,7 +174,7 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
             pick, labelled = job, {}
             for jobs_d, device in zip(candidates, devices):
                 j = jobs_d[i]
-                hits = {k: store[k] for k in j.keys if k in store}
+                hits = {k: runner.current(j, store[k]) for k in j.keys if k in store}
                 for seed, k in zip(j.seeds, j.keys):
                     old = legacy.get((loaded.name, j.task.entry.id, j.model.id, seed, device))
                     if k not in hits and old is not None:

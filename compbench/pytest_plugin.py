@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-BIG_GROUP = 12
+from compbench.records import is_big
+
 
 
 def _per_cell(expectation: Any) -> bool:
@@ -94,7 +95,7 @@ class SuiteFile(pytest.File):
             sizes[m.group] += 1
         cells: dict[tuple[str, str], list[Any]] = defaultdict(list)
         for m in self.loaded.models:
-            subject = m.group if sizes[m.group] > BIG_GROUP else m.id
+            subject = m.group if is_big(sizes[m.group]) else m.id
             for t in self.loaded.tasks_for(m):
                 cells[(subject, t.id)].append((m.id, t.id))
         for (subject, task), members in cells.items():

@@ -327,3 +327,82 @@ def test_records_round_trip_and_schema_1_dicts_migrate():
     assert ok.kind == "multiclass" and ok.metrics == {"heldout_acc": 0.75}
     # Plugins' claims written against schema-1 dicts still read a record as one.
     assert ok["heldout_acc"] == 0.75 and ok["status"] == "ok" and "heldout_acc" in ok and "heldout_r2" not in ok
+
+
+SHAPED = """\
+name: shaped
+seeds: 2
+tasks:
+  - id: habitat
+    family: table
+    params:
+      components:
+        - {name: size, values: [small, big]}
+        - {name: habitat, values: [land, water, air]}
+      kind: multiclass
+      target:
+        classes: [walks, swims, flies]
+        cells:
+          - [small, land, walks]
+          - [big, land, walks]
+          - [small, water, swims]
+          - [big, water, swims]
+          - [small, air, flies]
+          - [big, air, flies]
+      held_out: [[small, water], [big, air]]
+  - {id: modules, family: modular_teacher, params: {split: random, samples_per_cell: 8, eval_samples: 16}, encoding: khot}
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+models:
+  - {id: kernel, adapter: kernel, params: {kernel: relu_ntk}}
+  - {id: net, adapter: mlp, params: {width: 32, lr: 0.05, max_steps: 100, center: true}, tasks: [habitat, add]}
+"""
+
+
+def test_12_a_stored_record_rescored_from_its_outputs_equals_the_fresh_scores(tmp_path):
+    from compbench.runner.run import SuiteRunner
+    from compbench.scoring.score import rescore
+
+    loaded = parse_suite(SHAPED, "shaped.yaml")
+    out = tmp_path / "out"
+    assert main(["run", "--suite", str(_suite(tmp_path, SHAPED)), "--out", str(out), "--quiet", "--format", "csv"]) in (0, 1)
+    runner = SuiteRunner(loaded, out, "cpu", resolve=False)
+    stored = runner.store.latest()
+    kinds = set()
+    for job in runner.jobs:
+        for key in job.keys:
+            rec = stored[key]
+            assert rec.ok, rec.message
+            again = rescore(job.task, rec)
+            kinds.add((rec.kind, rec.samples is not None))
+            assert again.metrics.keys() == rec.metrics.keys()
+            for m, v in rec.metrics.items():  # exactly: scoring reads the rounded outputs the record stores
+                assert again.metrics[m] == v or (math.isnan(v) and math.isnan(again.metrics[m])), (job.model.id, job.task.entry.id, m)
+            assert again.predictions == rec.predictions and again.not_applicable == rec.not_applicable
+    runner.store.close()
+    # multiclass and function-valued cells keep their per-sample outputs; cell means suffice for the rest
+    assert kinds == {("multiclass", True), ("regression", True), ("regression", False)}
+
+
+def test_12_editing_scoring_code_rescores_stored_cells_and_retrains_none(tmp_path, capsys, monkeypatch):
+    import compbench.scoring.score as score
+
+    suite = _suite(tmp_path, SHAPED)
+    out = tmp_path / "out"
+    first = main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv"])
+    before = pd.read_csv(out / "records.csv")
+    # An edit to scoring: another scoring hash, and a metric computed differently.
+    real = score.cell_metrics
+    monkeypatch.setattr(score, "scoring_version", lambda: "edited-scoring")
+    monkeypatch.setattr(score, "cell_metrics", lambda *a, **k: {**real(*a, **k), "corr": 42.0})
+    capsys.readouterr()
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv"]) == first
+    said = capsys.readouterr().out
+    assert "0 cells run" in said and "rescored by this compbench's scoring code, not retrained" in said
+    after = pd.read_csv(out / "records.csv")
+    add = after[after.task == "add"]
+    assert (add["corr"] == 42.0).all() and not (before[before.task == "add"]["corr"] == 42.0).any()
+    pd.testing.assert_series_equal(after.heldout_r2, before.heldout_r2)  # the other metrics as they were
+    assert all(r.scoring == "edited-scoring" for r in ResultStore(out / "store") if r.task == "add")
+    # report reads the rescored records; a second run rescores nothing more.
+    assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv"]) == first
+    assert "rescored" not in capsys.readouterr().out

@@ -13,13 +13,11 @@ from typing import Any
 import numpy as np
 
 from compbench import __version__
-from compbench.records import CellRecord, as_records
+from compbench.records import CellRecord, as_records, big_groups
 from compbench.scoring.metric_facts import direction_of, score_metric
 from compbench.files import write_atomic
 
 BASELINE_SCHEMA = 1
-BIG_GROUP = 12  # sweeps with more members are checked as one cell (count of perfect members, mean)
-
 # k: multiples of the combined standard error; floor: minimum tolerance. Which way is better is the
 # metric's fact (scoring.metric_facts.direction_of): a baseline's policy may repeat it, never change it.
 DEFAULT_POLICY: dict[str, dict[str, Any]] = {
@@ -171,18 +169,9 @@ def _dist(values: list[Any]) -> dict[str, Any]:
     return d
 
 
-def cell_id(record: CellRecord, big_groups: set[str]) -> str:
+def cell_id(record: CellRecord, big: set[str]) -> str:
     """The id `check` gives a record's cell: 'model/task', or 'group[*]/task' for a big sweep's members."""
-    return f"{record.group}[*]/{record.task}" if record.group in big_groups else f"{record.model}/{record.task}"
-
-
-def big_groups(records: list[CellRecord]) -> set[str]:
-    """Sweep groups with more than BIG_GROUP scored members (checked as one cell)."""
-    members: dict[str, set[str]] = defaultdict(set)
-    for r in records:
-        if not r.skipped:
-            members[r.group].add(r.model)
-    return {g for g, ms in members.items() if len(ms) > BIG_GROUP}
+    return f"{record.group}[*]/{record.task}" if record.group in big else f"{record.model}/{record.task}"
 
 
 def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

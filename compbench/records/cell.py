@@ -88,6 +88,8 @@ class CellRecord:
     info: dict[str, Any] = field(default_factory=dict)
     version: str | None = None  # the compbench version that computed it (None: unknown, schema 1)
     code: str | None = None  # hash of the code that produced its predictions (None: unknown, schema 1)
+    scoring: str | None = None  # hash of the code that scored them (scoring.score; another: rescored on read)
+    samples: dict[str, Any] | None = None  # per-sample outputs, where scoring reads more than cell means
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -231,7 +233,8 @@ _FLAT_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", 
                 "theory_note", "version", "code")
 # Fields a schema-1 record had only in some records: absent there, None here.
 _OPTIONAL_V1 = frozenset({"error", "per_output", "predictions", "theory_predictions", "theory_kernel", "theory_objective",
-                          "theory_note", "n_classes", "params", "version", "code", "kind", "suite", "n_train", "n_test"})
+                          "theory_note", "n_classes", "params", "version", "code", "kind", "suite", "n_train", "n_test",
+                          "scoring", "samples"})
 # Schema-1 keys that were record fields, not metrics.
 _V1_FIELDS = frozenset(_FIELDS) | {"schema_version", "error_stage", "traceback", "contract_breaks"}
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-BIG_SWEEP = 12  # sweeps with more members are aggregated, never drawn member by member
+from compbench.records import BIG_SWEEP, big_groups  # noqa: E402 — big sweeps are aggregated, never drawn member by member
 SWEEP_PARAMS = {
     "init_scale": "init scale σ (log scale; small = rich, 1 = lazy)",
     "width": "hidden width H (log scale)",
@@ -61,7 +61,7 @@ def _members(records: list[Record]) -> dict[str, list[str]]:
 
 
 def _big(records: list[Record]) -> set[str]:
-    return {g for g, ms in _members(records).items() if len(ms) > BIG_SWEEP}
+    return big_groups(records)
 
 
 def _small_models(records: list[Record], include_sweeps: bool = True) -> list[str]:

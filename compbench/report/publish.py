@@ -221,7 +221,9 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
     h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats)).encode())
     for r in records:
         row = r.to_dict()
-        h.update(json.dumps({k: v for k, v in row.items() if k not in _ARRAYS}, sort_keys=True, default=str).encode())
+        # The per-sample outputs only feed scoring: the metrics and cell arrays hashed here are what reports read.
+        h.update(json.dumps({k: v for k, v in row.items() if k not in _ARRAYS and k != "samples"}, sort_keys=True,
+                            default=str).encode())
         for k in _ARRAYS:
             h.update(_array_bytes(row[k]))
     h.update(json.dumps([v.__dict__ for v in verdicts], sort_keys=True, default=str).encode())

@@ -16,12 +16,11 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal lea
     import pandas as pd
 
 from compbench import __version__
-from compbench.records import CellRecord, as_records
+from compbench.records import BIG_SWEEP, CellRecord, as_records, big_groups
 from compbench.report.escape import md_cell, md_text
 from compbench.scoring.expectations import Verdict
 from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 
-BIG_SWEEP = 12  # sweeps with more members are summarised, not listed member by member
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
 BEATS_KERNEL = "†"
 NOT_RUN = ""  # the suite does not pair this model with this task
@@ -111,7 +110,7 @@ def _rows_key(records: list[CellRecord]) -> tuple[dict[str, list[str]], set[str]
     for r in records:
         if not r.skipped:
             members[r.group][r.model] = None
-    big = {g for g, ms in members.items() if len(ms) > BIG_SWEEP}
+    big = big_groups(records)
     return {g: list(ms) for g, ms in members.items()}, big
 
 

@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 
 from compbench import __version__
+from compbench.codehash import NOT_RESULT_CODE, _source_hash, code_closure
 from compbench.encodings import Encoded, encode
 from compbench.suite import LoadedSuite, ModelSpec, TaskEntry
 from compbench.store import SCHEMA_VERSION, cell_key
@@ -64,59 +65,16 @@ def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
 # packages below describe, store, judge or show results and never change a cell's numbers, so the
 # walk does not enter them: editing a claim, a report or the suite loader retrains nothing.
 RESULT_ENTRY = "compbench.runner.execute"
-NOT_RESULT_CODE = ("compbench.suite", "compbench.claims", "compbench.store", "compbench.records", "compbench.report",
-                   "compbench.check", "compbench.outcome", "compbench.cli", "compbench.pytest_plugin", "compbench.testing",
-                   "compbench.scoring.expectations", "compbench.runner.progress", "compbench.runner.run",
-                   "compbench.runner.executors", "compbench.runner.interrupt", "compbench.runner.memory", "compbench.api")
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(compbench[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)|import[ \t]+(compbench[\w.]*))",
-                     re.MULTILINE)
-
-
-def _module_file(root: Path, name: str) -> Path | None:
-    base = root.joinpath(*name.split("."))
-    for f in (base.with_suffix(".py"), base / "__init__.py"):
-        if f.is_file():
-            return f
-    return None
 
 
 @functools.lru_cache(maxsize=None)
 def result_code_files() -> tuple[Path, ...]:
-    """The compbench source files that produce a cell's predictions: runner/execute.py's import closure."""
-    root = Path(__file__).resolve().parent.parent.parent
-    seen: dict[Path, None] = {}
-    todo = [RESULT_ENTRY]
-    while todo:
-        name = todo.pop()
-        if any(name == n or name.startswith(n + ".") for n in NOT_RESULT_CODE):
-            continue
-        parts = name.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__ and a/b/__init__ too
-            f = _module_file(root, ".".join(parts[:i]))
-            if f is None or f in seen or any(".".join(parts[:i]) == n for n in NOT_RESULT_CODE):
-                continue
-            seen[f] = None
-            source = re.sub(r"#[^\n]*", "", f.read_text(encoding="utf-8"))  # a comment may hold "(" or ")"
-            for m in _IMPORT.finditer(source):
-                if m.group(3):
-                    todo.append(m.group(3))
-                    continue
-                todo.append(m.group(1))
-                for alias in re.split(r"[\s,()]+", m.group(2)):
-                    if alias and alias != "as" and alias.isidentifier():
-                        todo.append(f"{m.group(1)}.{alias}")  # `from compbench.theory import ntk`: a module
-    return tuple(sorted(seen))
+    """The compbench source files that produce a cell's predictions: runner/execute.py's import closure.
 
-
-@functools.lru_cache(maxsize=None)
-def _source_hash(paths: tuple[str, ...]) -> str:
-    digest = hashlib.sha256()
-    for path in paths:
-        p = Path(path)
-        for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-            digest.update(f.name.encode())
-            digest.update(f.read_bytes())
-    return digest.hexdigest()[:12]
+    Scoring (compbench.scoring) is outside it: its own hash (scoring.score.scoring_version) says
+    when a stored record is rescored, which needs no training.
+    """
+    return code_closure(RESULT_ENTRY, NOT_RESULT_CODE + ("compbench.scoring",))
 
 
 def package_files(obj: object) -> tuple[str, ...]:

@@ -19,8 +19,7 @@ from compbench.adapters.base import ContractBreak, Fitted, check_fitted, check_k
 from compbench.records import CellError, CellRecord, Status
 from compbench.runner.cells import Job
 from compbench.runner.device import determinism_settings
-from compbench.scoring.metric_facts import r2_not_applicable
-from compbench.scoring.metrics import cell_metrics
+from compbench.scoring import score as scoring
 
 
 def _identity(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
@@ -60,14 +59,6 @@ def _job_identity(job: Job, device: str) -> dict[str, Any]:
 
 
 _JOB_FIELDS: dict[int, tuple[Job, str, dict[str, Any]]] = {}
-
-
-def per_cell(values: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarray:
-    """Mean over each cell's samples (NaN for a cell without samples)."""
-    counts = np.bincount(cell_ids, minlength=n_cells)
-    sums = np.bincount(cell_ids, weights=np.asarray(values, dtype=np.float64), minlength=n_cells)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return sums / counts
 
 
 def failed_records(job: Job, device: str, error: str, *, status: str = "error", wall_time: float = 0.0,
@@ -209,111 +200,12 @@ def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any
 
 
 def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str]) -> dict[str, Any]:
-    """One valid seed's metrics: theory prediction, additivity, scores."""
-    data = job.task.data
-    n, ids = len(data.cells), enc.evaluate.cell_ids
+    """One valid seed's theory prediction, then its scores (scoring.score, from the rounded outputs it stores)."""
     kernels = fit.kernels or shared
     sample_theory = None
     if fit.theory_predictions is not None:
         sample_theory = np.asarray(fit.theory_predictions, dtype=np.float64)
     elif kernels is not None:
         sample_theory = _theory_samples(fit, kernels, options, enc)
-    if data.vector_output or data.samples is not None:
-        return _score_shaped(job, fit, sample_theory, options, kernel_name, enc, where)
-    preds = per_cell(fit.predictions, ids, n)
-    theory_preds = None if sample_theory is None else per_cell(sample_theory, ids, n)
-    where[0] = "additivity"
-    fitter = job.task.additivity
-    additivity = float(fitter.score(preds)) if fitter is not None else float("nan")
-    where[0] = "scoring"
-    metrics = cell_metrics(data.kind, data.y, data.train_mask, preds, theory_preds, additivity, test_mask=data.test_mask)
-    if fitter is None:
-        del metrics["additivity"]
-    metrics.update(_irrelevant(job, preds[None, :], None if theory_preds is None else theory_preds[None, :]))
-    test = data.test_mask
-    return {
-        "metrics": metrics,
-        "not_applicable": _not_applicable(metrics, int(test.sum()), None if theory_preds is None else theory_preds[test]),
-        "theory_kernel": kernel_name,
-        "theory_objective": options["objective"],
-        "predictions": np.round(preds, 10).tolist(),
-        "theory_predictions": None if theory_preds is None else np.round(theory_preds, 10).tolist(),
-    }
-
-
-def _irrelevant(job: Job, rows: np.ndarray, theory_rows: np.ndarray | None) -> dict[str, float]:
-    """The irrelevant share of the model (and of its theory), for tasks that declare `relevant`."""
-    data, fitter = job.task.data, job.task.additivity
-    if fitter is None or not data.irrelevant:
-        return {}
-    from compbench.theory.additivity import irrelevant_share
-
-    out = {"irrelevant_share": float(irrelevant_share(fitter, rows, data.irrelevant))}
-    if theory_rows is not None:
-        out["theory_irrelevant_share"] = float(irrelevant_share(fitter, theory_rows, data.irrelevant))
-    return out
-
-
-def _score_shaped(job: Job, fit: Fitted, sample_theory: np.ndarray | None, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str]) -> dict[str, Any]:
-    """Metrics of a multi-class, K-output or function-valued task (scoring/metrics.shaped_metrics)."""
-    from compbench.scoring.metrics import shaped_metrics
-    from compbench.theory.additivity import pooled_score
-
-    data = job.task.data
-    n, ev = len(data.cells), enc.evaluate
-    ids = np.asarray(ev.cell_ids)
-    preds = np.asarray(fit.predictions, dtype=np.float64).reshape(len(ev), -1)
-    theory = None if sample_theory is None else np.asarray(sample_theory, dtype=np.float64).reshape(len(ev), -1)
-    k = preds.shape[1]
-    test_cells, train_cells = np.flatnonzero(data.test_mask), np.flatnonzero(data.train_mask)
-    s = data.samples
-    if s is not None:
-        m = s.n_eval
-        if not np.array_equal(ids, np.repeat(np.arange(n), m)):
-            raise ValueError("function-valued cells: the evaluation batch must hold every cell at the shared x_eval, cell by cell")
-        # rows for the additive decomposition: one per (x, output), columns the cells
-        cube = preds.reshape(n, m, k)
-        rows = cube.transpose(1, 2, 0).reshape(m * k, n)
-        th_rows = None if theory is None else theory.reshape(n, m, k).transpose(1, 2, 0).reshape(m * k, n)
-        target = np.asarray(s.y_eval).reshape(n * m, *np.shape(s.y_eval)[2:])
-        stored, stored_th = cube.mean(axis=1), None if theory is None else theory.reshape(n, m, k).mean(axis=1)
-        row_cells = ids
-        score_preds, score_theory = preds, theory
-    else:
-        cell_preds = np.stack([per_cell(preds[:, j], ids, n) for j in range(k)], axis=1)
-        cell_th = None if theory is None else np.stack([per_cell(theory[:, j], ids, n) for j in range(k)], axis=1)
-        rows, th_rows = cell_preds.T, None if cell_th is None else cell_th.T
-        stored, stored_th = cell_preds, cell_th
-        if data.kind == "multiclass":  # top-1 accuracy per sample, then per cell
-            row_cells, target, score_preds, score_theory = ids, np.asarray(data.y)[ids], preds, theory
-        else:
-            row_cells, target, score_preds, score_theory = np.arange(n), np.asarray(data.y), cell_preds, cell_th
-    where[0] = "scoring"
-    metrics, per_output = shaped_metrics(data.kind, test_cells, train_cells, target, score_preds, score_theory, row_cells,
-                                         per_task_r2=s is not None)
-    where[0] = "additivity"
-    if job.task.additivity is not None:
-        metrics["additivity"] = float(pooled_score(job.task.additivity, rows))
-    metrics.update(_irrelevant(job, rows, th_rows))
-    squeeze = (lambda a: a[:, 0]) if (k == 1 and not data.vector_output) else (lambda a: a)
-    out: dict[str, Any] = {
-        "metrics": metrics,
-        "not_applicable": _not_applicable(metrics, len(test_cells), None if stored_th is None else stored_th[test_cells]),
-        "theory_kernel": kernel_name,
-        "theory_objective": options["objective"],
-        "predictions": np.round(squeeze(stored), 10).tolist(),
-        "theory_predictions": None if stored_th is None else np.round(squeeze(stored_th), 10).tolist(),
-    }
-    if data.kind == "multiclass":
-        out["theory_note"] = "theory: the MSE-on-one-hot network (kernel regression on one-hot targets, argmax)"
-    if per_output:
-        out["per_output"] = per_output
-    return out
-
-
-def _not_applicable(metrics: dict[str, float], n_heldout: int, theory_heldout: np.ndarray | None) -> dict[str, str]:
-    """Metrics this cell carries whose value says nothing here (scoring.metric_facts' rules), with why."""
-    if "theory_r2" not in metrics:
-        return {}
-    why = r2_not_applicable(n_heldout, theory_heldout)
-    return {"theory_r2": why} if why else {}
+    out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where)
+    return {**out, "theory_kernel": kernel_name, "theory_objective": options["objective"], "scoring": scoring.scoring_version()}

@@ -16,6 +16,7 @@ from compbench.runner.executors import AHEAD_SECONDS, MAX_AHEAD, check_cell_time
 from compbench.runner.execute import run_job
 from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
+from compbench.scoring import score as scoring
 from compbench.store import ResultStore, StoreError
 from compbench.suite import LoadedSuite, matches
 
@@ -35,6 +36,7 @@ class RunSummary:
     interrupted: bool = False
     executor: str = "local"
     jobs: list[Job] = field(default_factory=list)  # the cells this run was asked for (after --model)
+    n_rescored: int = 0  # cached cells scored again by this compbench's scoring code (no training)
     per_job: list[list[CellRecord] | None] = field(default_factory=list)  # each job's records (None: not reached)
 
 
@@ -62,6 +64,7 @@ class SuiteRunner:
         self.jobs = expand_jobs(loaded, self.tasks, self.device)
         self._cache: dict[str, CellRecord] | None = {} if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
+        self.rescored: dict[str, CellRecord] = {}  # records scored again by this compbench, not yet stored
 
     @property
     def cache(self) -> dict[str, CellRecord]:
@@ -76,8 +79,27 @@ class SuiteRunner:
                               sweep=job.model.sweep_values, suite=self.loaded.name) for r in records]
 
     def stored(self, job: Job) -> list[CellRecord]:
-        """The job's stored records for the seeds that have one, relabelled for this suite."""
-        return self.relabel(job, [self.cache[k] for k in job.keys if k in self.cache])
+        """The job's stored records for the seeds that have one, relabelled for this suite (rescored if need be)."""
+        return self.relabel(job, [self.current(job, self.cache[k]) for k in job.keys if k in self.cache])
+
+    def current(self, job: Job, record: CellRecord) -> CellRecord:
+        """The record scored by this compbench's scoring code: rescored from its stored outputs when
+        other scoring code scored it (no training); the rescored record replaces it in the store at
+        the end of a run (`flush_rescored`)."""
+        if not record.ok or record.code != job.code or record.scoring == scoring.scoring_version():
+            return record
+        fresh = scoring.rescore(job.task, record)
+        self.cache[record.key] = fresh
+        self.rescored[record.key] = fresh
+        return fresh
+
+    def flush_rescored(self) -> int:
+        """Store the records rescored by this run (one transaction); how many."""
+        records = list(self.rescored.values())
+        if records:
+            self.store.append(records)
+            self.rescored.clear()
+        return len(records)
 
     def cached(self, job: Job, recheck: bool = False) -> list[CellRecord] | None:
         """The job's stored records, relabelled for this suite, or None if any seed is missing.
@@ -300,7 +322,10 @@ def run_suite(
         finally:
             if summary.interrupted:
                 stop_children(keep=children_before)  # the pool's workers, not the caller's processes
-            runner.close()
+            try:
+                summary.n_rescored = runner.flush_rescored()
+            finally:
+                runner.close()
     if not summary.interrupted:
         runner.store.verify()  # records committed into a store deleted since would be lost: say so
     summary.per_job = results
