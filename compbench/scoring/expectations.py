@@ -33,19 +33,6 @@ def evaluate_expectations(
     missing (never run, interrupted) fails, instead of being judged on whatever was found. A failing
     verdict of an expectation with `known_failure` is marked so (XFAIL) and does not fail the suite.
     """
-    verdicts = _judge_all(expectations, records, tags, partial=partial, expected=expected)
-    return _with_known_failures(expectations, verdicts)
-
-
-def _judge_all(
-    expectations: list[Expectation],
-    records: list[CellRecord] | list[Mapping[str, Any]],
-    tags: Mapping[str, set[str]] | None = None,
-    *,
-    partial: bool = False,
-    expected: list[Expected] | None = None,
-) -> list[Verdict]:
-    """Verdicts of every expectation (see evaluate_expectations)."""
     tags = tags or {}
     records = as_records(records)
     found: dict[tuple[str, str], int] = defaultdict(int)
@@ -108,7 +95,7 @@ def _judge_all(
             if not recs:
                 continue  # every cell of it skipped as invalid (`skip_invalid: true`): nothing to judge, nothing failed
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
-    return verdicts
+    return _with_known_failures(expectations, verdicts)
 
 
 def _with_known_failures(expectations: list[Expectation], verdicts: list[Verdict]) -> list[Verdict]:
