@@ -28,6 +28,7 @@ class Status(str, Enum):
         return self.value
 
 
+_STATUS = {s.value: s for s in Status}
 TASK_KINDS = ("classification", "regression", "multiclass")
 
 
@@ -95,7 +96,7 @@ class CellRecord:
         if not self.group:
             self.group = self.model
         if not isinstance(self.status, Status):
-            self.status = Status(self.status)
+            self.status = _STATUS.get(self.status) or Status(self.status)  # a lookup: Enum's call is slow
 
     @property
     def ok(self) -> bool:
@@ -127,7 +128,12 @@ class CellRecord:
         return v if v is not None and math.isfinite(v) else None
 
     def with_labels(self, **labels: Any) -> CellRecord:
-        """A copy under other names (suite, task, model, group, sweep): the key covers what determines a result, not names."""
+        """A copy under other names (suite, task, model, group, sweep): the key covers what determines a result, not names.
+
+        The record itself when every label is already its own (a cached run reads 15 000 of them).
+        """
+        if all(getattr(self, k) == v for k, v in labels.items()):
+            return self
         from dataclasses import replace
 
         return replace(self, **labels)
@@ -169,11 +175,15 @@ class CellRecord:
         version = data.get("record_schema", 1)
         if version == RECORD_SCHEMA:
             kwargs = {f: data[f] for f in _FIELDS if f in data}
+            kwargs["status"] = _STATUS[data["status"]]
             err = kwargs.get("error")
             if err is not None:
                 kwargs["error"] = CellError(err["message"], err.get("stage"), tuple(err.get("contract_breaks") or ()),
                                             err.get("traceback"))
-            kwargs["metrics"] = {k: float(v) if v is not None else math.nan for k, v in (kwargs.get("metrics") or {}).items()}
+            metrics = kwargs.get("metrics") or {}
+            if any(v is None for v in metrics.values()):  # JSON has no NaN in some writers' hands: null is NaN
+                metrics = {k: math.nan if v is None else v for k, v in metrics.items()}
+            kwargs["metrics"] = metrics
             return cls(**kwargs)
         if version == 1:
             return _from_v1(data)

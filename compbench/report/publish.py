@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from array import array
 from dataclasses import dataclass
 from functools import cached_property
@@ -220,14 +221,27 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
         h.update(src.read_bytes())
     h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats)).encode())
     for r in records:
-        row = r.to_dict()
-        # The per-sample outputs only feed scoring: the metrics and cell arrays hashed here are what reports read.
-        h.update(json.dumps({k: v for k, v in row.items() if k not in _ARRAYS and k != "samples"}, sort_keys=True,
-                            default=str).encode())
+        h.update(_record_text(r).encode())
         for k in _ARRAYS:
-            h.update(_array_bytes(row[k]))
+            h.update(_array_bytes(getattr(r, k)))
     h.update(json.dumps([v.__dict__ for v in verdicts], sort_keys=True, default=str).encode())
     return h.hexdigest()
+
+
+# Every field a report reads, but the arrays (hashed as bytes) and what only feeds scoring (samples)
+# or identifies the run (params and determinism are covered by the key and the code hash).
+_DIGEST_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", "adapter", "seed", "device", "kind",
+                  "n_outputs", "n_classes", "n_train", "n_test", "wall_time", "theory_kernel", "theory_objective",
+                  "theory_note", "version", "code", "scoring")
+
+
+_digest_fields = operator.attrgetter(*_DIGEST_FIELDS)
+
+
+def _record_text(r: CellRecord) -> str:
+    """What of a record the report writers read, as text (a digest input; cheaper than JSON with sorted keys)."""
+    return repr((_digest_fields(r), r.status.value, r.message, sorted(r.metrics.items()), sorted(r.not_applicable.items()),
+                 sorted(r.sweep.items()), sorted(r.info.items()), r.per_output)) + "\n"
 
 
 def writer_digest(inputs: str, name: str, writer: object) -> str:

@@ -39,6 +39,10 @@ def evaluate_expectations(
     for r in records:
         found[(r.group, r.task)] += 1
     records = [r for r in records if not r.skipped]
+    # The cells the suite asks for, per (group, task): each expectation then looks only at its tasks.
+    asked: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    for model, group, task, n in expected or ():
+        asked[(group, task)].append((model, n))
     # Thousands of records share a few thousand models and a dozen tasks: each (model, pattern)
     # and (task, pattern) is matched once, not once per record.
     model_hits: dict[tuple[str, str, str], bool] = {}
@@ -75,9 +79,15 @@ def evaluate_expectations(
             if ok and task_selected(r.task, exp.tasks):
                 groups[(r.group, r.task)].append(r)
         wanted: dict[tuple[str, str], int] = defaultdict(int)  # (group, task) → cells the suite asks for
-        for model, group, task, n in expected or ():
-            if any(selects_model(model, group, p) for p in exp.models) and task_selected(task, exp.tasks):
-                wanted[(group, task)] += n
+        for (group, task), members in asked.items():
+            if not task_selected(task, exp.tasks):
+                continue
+            for model, n in members:
+                ok = chosen.get((model, group))
+                if ok is None:
+                    ok = chosen[(model, group)] = any(selects_model(model, group, p) for p in exp.models)
+                if ok:
+                    wanted[(group, task)] += n
         for subject_task in wanted:
             groups.setdefault(subject_task, [])
         tag_only = all(p.startswith("@") for p in exp.models)

@@ -193,12 +193,11 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                                       f"claim {exp.claim!r} does not use metric {metric!r}; one of {', '.join(claim.metrics)}"))
         for fld, msg in claim.validate(params, exp):
             issues.append(lines.issue(("expectations", i, fld), msg))
-        selected = []
+        every_selector_matches = True
         for j, pat in enumerate(exp.models):
-            hit = [m for m in loaded.models if matches_model(m.id, m.group, m.tags, [pat])]
-            selected += hit
-            if hit:
+            if any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
                 continue
+            every_selector_matches = False
             if not pat.startswith("@"):
                 issues.append(lines.issue(("expectations", i, "models", j), f"pattern {pat!r} matches no model"))
             elif pat[1:] not in known_tags:
@@ -206,8 +205,10 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                 # declares (`@networks` in a suite of kernels) is for the models users add with --model.
                 issues.append(lines.issue(("expectations", i, "models", j), f"tag {pat[1:]!r} is on no model of the "
                                           f"suite and no adapter declares it (tags: {', '.join(sorted(known_tags))})"))
-        task_hit = [t for t in task_ids if any(fnmatch.fnmatchcase(t, p) for p in exp.tasks)]
-        if selected and task_hit and not any(t.id in task_hit for m in selected for t in loaded.tasks_for(m)):
+        task_hit = {t for t in task_ids if any(fnmatch.fnmatchcase(t, p) for p in exp.tasks)}
+        selected = (m for m in loaded.models if matches_model(m.id, m.group, m.tags, exp.models))
+        # Lazily: the first selected model that runs a selected task ends the search.
+        if every_selector_matches and task_hit and not any(t.id in task_hit for m in selected for t in loaded.tasks_for(m)):
             issues.append(lines.issue(("expectations", i), f"selects no (model, task) pair the suite runs: models "
                                       f"{', '.join(exp.models)} do not run on tasks {', '.join(exp.tasks)} (see each model's `tasks:`)"))
         for j, pat in enumerate(exp.tasks):
