@@ -21,6 +21,7 @@ from compbench.scoring.expectations import evaluate_expectations
 from compbench.suite import LoadedSuite
 
 EXIT_OK, EXIT_FAILED = 0, 1
+SUMMARY_FILE = "summary.json"  # the last run's facts in a results directory (written by the report)
 
 
 class CellState(str, Enum):
@@ -160,7 +161,6 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
     suite, task, model, seed and device, and shown as stale.
     """
     from compbench.runner.run import SuiteRunner, expand_jobs
-    from compbench.report.publish import report_devices
 
     devices = devices or report_devices(out_dir)
     runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
@@ -188,6 +188,21 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
         return judge(loaded, chosen, found, profile=profile, partial=partial)
     finally:
         runner.store.close()
+
+
+def report_devices(out_dir: Path) -> list[str]:
+    """Devices whose cache keys a report looks up, in order: the last run's (summary.json), then the others."""
+    import json
+
+    from compbench.files import read_contained
+
+    try:
+        doc = json.loads(read_contained(out_dir, SUMMARY_FILE) or b"{}")
+    except ValueError:  # damaged: every device, in the usual order
+        doc = {}
+    last = doc.get("device") if isinstance(doc, dict) else None
+    order = ["cpu", "cuda"]
+    return [last, *(d for d in order if d != last)] if last in order else order
 
 
 def outcome_of_run(loaded: LoadedSuite, summary: Any, *, profile: str | None = None, partial: bool = False) -> SuiteOutcome:

@@ -15,9 +15,9 @@ from compbench.records import CellRecord, as_records
 from compbench.files import OutputError, read_contained, sha256_contained, write_atomic
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
+from compbench.outcome import SUMMARY_FILE
 from compbench.suite import LoadedSuite
 
-SUMMARY_FILE = "summary.json"
 MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
 _ARRAYS = ("predictions", "theory_predictions")
 
@@ -322,30 +322,6 @@ def _unchanged(out_dir: Path, entry: dict[str, Any]) -> bool:
 def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
     """(model id, sweep group, task id) for every cell the suite asks for, in suite order."""
     return [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
-
-
-def report_devices(out_dir: Path) -> list[str]:
-    """Devices whose cache keys a report looks up, in order: the last run's (summary.json), then the others."""
-    last = _read_json(out_dir, SUMMARY_FILE).get("device")
-    order = ["cpu", "cuda"]
-    return [last, *(d for d in order if d != last)] if last in order else order
-
-
-def stored_records(out_dir: Path, loaded: LoadedSuite) -> list[CellRecord]:
-    """The stored record of every cell of this suite, in suite order, selected as `compbench run` selects them.
-
-    Each job's cache keys are looked up in the store and the records relabelled with this suite's
-    names (`runner.run.stored_results`), so renamed models and cells shared with another suite
-    appear as the run showed them, and records of models no longer in the suite do not.
-    """
-    from compbench.runner.run import stored_results
-
-    records = stored_results(loaded, out_dir, report_devices(out_dir))
-    if not records:
-        raise NoResultsError(
-            f"no stored results for suite {loaded.name!r} in {out_dir / 'store'}; run `compbench run --suite {loaded.name}` first"
-        )
-    return records
 
 
 def rebuild(

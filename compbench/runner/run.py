@@ -215,26 +215,6 @@ def _torch_for_training() -> None:
     import torch  # noqa: F401
 
 
-def stored_results(loaded: LoadedSuite, out_dir: Path, devices: list[str]) -> list[CellRecord]:
-    """The stored records of every cell of the suite, relabelled for it, in suite order (no training).
-
-    For each job the first of `devices` with any stored seed is used, so a report shows the device
-    of the last run first and falls back to cells stored for another device.
-    """
-    runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
-    try:
-        others = [expand_jobs(loaded, runner.tasks, d) for d in devices[1:]]
-        out: list[CellRecord] = []
-        for i, job in enumerate(runner.jobs):
-            for candidate in (job, *(jobs[i] for jobs in others)):
-                if found := runner.stored(candidate):
-                    out += found
-                    break
-        return out
-    finally:
-        runner.store.close()
-
-
 def _execute(
     runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None, gpus_per_job: float,
     cell_timeout: float | None = None,
