@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import zipfile
@@ -48,6 +49,13 @@ def venv(wheel, tmp_path_factory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(env_dir)],
                    check=True, timeout=120)
     bin_dir = env_dir / ("Scripts" if os.name == "nt" else "bin")
+    if sys.prefix != sys.base_prefix:
+        # This interpreter is itself a virtual environment, so --system-site-packages shares the base
+        # interpreter's packages, not the ones installed here: a .pth file adds these after the new
+        # environment's own (plain paths: their editable-install hooks are not run).
+        purelib = subprocess.run([str(bin_dir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                 check=True, capture_output=True, text=True, env=_env(), timeout=60).stdout.strip()
+        Path(purelib, "compbench-test-shared.pth").write_text("\n".join(site.getsitepackages()) + "\n", encoding="utf-8")
     # --force-reinstall: the shared site-packages may hold compbench already (an editable install of a
     # checkout); the wheel's copy goes into the environment, which comes first on its sys.path.
     subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-index",
