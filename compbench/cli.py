@@ -300,11 +300,14 @@ def _doc_of(obj: object) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """List bundled suites and every registered extension (built-in and plugins) with one line each."""
-    from compbench.suite import SUITES_DIR
+    from compbench.suite import bundled_suites
 
     print("suites:")
-    for p in sorted(SUITES_DIR.glob("*.yaml")):
-        print(f"  {p.stem}")
+    try:
+        for name in bundled_suites():
+            print(f"  {name}")
+    except FileNotFoundError as exc:  # an install without its suites: say where they were looked for
+        print(f"  none: {exc}")
     for title, registry in _kinds():
         print(f"{title}:")
         for entry in registry.entries():

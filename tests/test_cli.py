@@ -78,9 +78,9 @@ def test_list_and_validate(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "kernel-limits" in out and "transitive_equivalence" in out and "mlp" in out
-    from compbench.suite import SUITES_DIR
+    from compbench.suite import bundled_dir
 
-    assert main(["validate", str(SUITES_DIR / "kernel-limits.yaml")]) == 0
+    assert main(["validate", str(bundled_dir("suites") / "kernel-limits.yaml")]) == 0
     assert "OK" in capsys.readouterr().out
 
 
@@ -88,11 +88,11 @@ def test_list_and_validate_do_not_import_torch():
     import subprocess
     import sys
 
-    from compbench.suite import SUITES_DIR
+    from compbench.suite import bundled_dir
 
     code = (
         "import sys; from compbench.cli import main; "
-        f"main(['list']); main(['validate', {str(SUITES_DIR / 'kernel-limits.yaml')!r}]); "
+        f"main(['list']); main(['validate', {str(bundled_dir('suites') / 'kernel-limits.yaml')!r}]); "
         "print('TORCH', 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -174,9 +174,9 @@ def test_valid_image_encoding_parameters_pass():
 
 
 def test_every_bundled_suite_and_profile_validates():
-    from compbench.suite import SUITES_DIR
+    from compbench.suite import bundled_dir
 
-    paths = sorted(SUITES_DIR.glob("*.yaml"))
+    paths = sorted(bundled_dir("suites").glob("*.yaml"))
     assert {p.stem for p in paths} >= {"kernel-limits", "kernel-limits-images"}
     for path in paths:
         loaded = load_suite(path)

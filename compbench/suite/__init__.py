@@ -2,9 +2,11 @@
 
 from compbench.suite.expand import ModelSpec, matches, matches_model, member_labels, seed_list, set_path, sweep_values
 from compbench.suite.load import (
-    SUITES_DIR,
+    BUNDLED_KINDS,
     LoadedSuite,
     add_adapter_models,
+    bundled_dir,
+    bundled_suites,
     load_suite,
     parse_model_args,
     parse_suite,
@@ -15,8 +17,8 @@ from compbench.suite.schema import Expectation, Geomspace, Linspace, ModelEntry,
 from compbench.suite.source import SuiteError, SuiteIssue
 
 __all__ = [
-    "SUITES_DIR", "Expectation", "Geomspace", "Linspace", "LoadedSuite", "ModelEntry", "ModelSpec", "Profile", "Suite",
-    "SuiteError", "SuiteIssue", "TaskEntry", "add_adapter_models", "load_suite", "matches", "matches_model",
+    "BUNDLED_KINDS", "Expectation", "Geomspace", "Linspace", "LoadedSuite", "ModelEntry", "ModelSpec", "Profile", "Suite",
+    "SuiteError", "SuiteIssue", "TaskEntry", "add_adapter_models", "bundled_dir", "bundled_suites", "load_suite", "matches", "matches_model",
     "member_labels", "parse_model_args", "parse_suite", "resolve_suite_path", "seed_list", "seeds_override", "set_path",
     "sweep_values",
 ]

@@ -16,7 +16,37 @@ from compbench.suite.source import (
     LineMap, SuiteError, SuiteIssue, check_nesting, decode_suite, format_loc, parse_yaml, validation_issues,
 )
 
-SUITES_DIR = Path(__file__).resolve().parent.parent.parent / "suites"
+# The bundled suites and their baselines live once, in the repository's top-level suites/ and
+# baselines/. A wheel carries them as compbench/_bundled/<kind>/ (setup.py maps the folders into the
+# package); an editable install or a source checkout on PYTHONPATH has no such folder and reads the
+# repository's. Every lookup of a bundled file goes through bundled_dir, so both installs agree.
+BUNDLED_KINDS = ("suites", "baselines")
+
+
+def bundled_dir(kind: str) -> Path:
+    """The folder of the bundled `suites` or `baselines`: the installed wheel's copy, else the source checkout's."""
+    import importlib.resources
+
+    if kind not in BUNDLED_KINDS:
+        raise ValueError(f"no bundled {kind!r}: one of {', '.join(BUNDLED_KINDS)}")
+    # Callers glob and open these as files; compbench is never imported from a zip, so the package's
+    # resources are a folder on disk (a pathlib.Path).
+    packaged = importlib.resources.files("compbench") / "_bundled" / kind
+    if isinstance(packaged, Path) and packaged.is_dir():
+        return packaged
+    root = Path(__file__).resolve().parents[2]
+    # Only a compbench checkout counts: for an installed package this is site-packages, where a
+    # folder of that name would belong to something else.
+    checkout = root / kind
+    if (root / "pyproject.toml").is_file() and (root / "compbench").is_dir() and checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"no bundled {kind}: neither {packaged} (an installed wheel) nor {checkout} "
+                            f"(a source checkout, next to pyproject.toml) is a folder")
+
+
+def bundled_suites() -> list[str]:
+    """The names of the bundled suites (FileNotFoundError, saying where it looked, when there is no folder)."""
+    return sorted(p.stem for p in bundled_dir("suites").glob("*.yaml"))
 
 
 @dataclass
@@ -244,7 +274,10 @@ def resolve_suite_path(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or p.suffix in (".yaml", ".yml") or "/" in text or "\\" in text or p.is_file():
         return p
-    bundled = SUITES_DIR / f"{text}.yaml"
+    try:
+        bundled = bundled_dir("suites") / f"{text}.yaml"
+    except FileNotFoundError as exc:
+        raise SuiteError([SuiteIssue(text, None, "--suite", f"{exc}; give the suite file's path")]) from None
     local = Path("suites") / f"{text}.yaml"
     if local.is_file() and bundled.is_file() and local.resolve() != bundled.resolve():
         raise SuiteError([SuiteIssue(text, None, "--suite", f"{text!r} names the bundled suite {bundled} and also "
@@ -341,7 +374,10 @@ def load_suite(name_or_path: str | Path, profile: str | None = None) -> LoadedSu
     """Load and fully validate a suite by name (suites/NAME.yaml) or path, optionally with a profile."""
     path = resolve_suite_path(name_or_path)
     if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))) or "none"
+        try:
+            known = ", ".join(bundled_suites()) or "none"
+        except FileNotFoundError as exc:
+            known = f"none; {exc}"
         what = "is a directory, not a suite file" if path.is_dir() else f"no such suite file (bundled suites: {known})"
         raise SuiteError([SuiteIssue(str(path), None, "", what)])
     try:
@@ -470,6 +506,6 @@ def _produces(task: TaskEntry) -> str | None:
 
 
 __all__ = [
-    "Expectation", "LoadedSuite", "SUITES_DIR", "add_adapter_models", "load_suite", "parse_model_args", "parse_suite",
-    "resolve_suite_path", "seeds_override",
+    "BUNDLED_KINDS", "Expectation", "LoadedSuite", "add_adapter_models", "bundled_dir", "bundled_suites", "load_suite",
+    "parse_model_args", "parse_suite", "resolve_suite_path", "seeds_override",
 ]
