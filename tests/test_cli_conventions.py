@@ -233,3 +233,28 @@ def test_verbose_run_prints_a_progress_line_naming_each_job(tmp_path, capsys):
     err = capsys.readouterr().err  # stderr is no terminal here: plain lines, one per job with -v
     assert "running overlap on add" in err and "running overlap on te" in err
     assert "[conv] jobs 2/2 (2 done, 0 cached, 0 failed, 0 skipped), ETA 0:00, last overlap on te" in err
+
+
+PLUGIN_SUITE = """\
+name: plug
+seeds: 1
+tasks:
+  - {id: te, family: transitive_equivalence}
+  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
+models:
+  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
+"""
+
+
+def test_pytest_plugin_writes_a_line_per_finished_cell_unless_quiet(tmp_path):
+    (tmp_path / "plug.yaml").write_text(PLUGIN_SUITE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    args = [sys.executable, "-m", "pytest", "plug.yaml", "-p", "no:cacheprovider", "--compbench-results", "res"]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("compbench plug:")]
+    assert [line.split(" (")[0] for line in lines] == ["compbench plug: overlap on te: 1 ok, 0 failed, 0 skipped",
+                                                       "compbench plug: overlap on add: 1 ok, 0 failed, 0 skipped"]
+    assert lines[0].endswith(" s, 1 cell item(s) finished)") and lines[1].endswith(" s, 2 cell item(s) finished)")
+    quiet = subprocess.run(args + ["-q"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert quiet.returncode == 0 and "compbench plug:" not in quiet.stdout, quiet.stdout

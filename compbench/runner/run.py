@@ -68,6 +68,9 @@ class SuiteRunner:
         self._cache: dict[str, CellRecord] | None = {} if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
         self.rescored: dict[str, CellRecord] = {}  # records scored again by this compbench, not yet stored
+        # Told of each job just before it trains here (the progress display names it); jobs run by
+        # a process pool or Ray start out of this process's sight, so it is not called for them.
+        self.on_start: Callable[[Job], None] | None = None
 
     @property
     def cache(self) -> dict[str, CellRecord]:
