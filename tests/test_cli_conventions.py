@@ -258,3 +258,13 @@ def test_pytest_plugin_writes_a_line_per_finished_cell_unless_quiet(tmp_path):
     assert lines[0].endswith(" s, 1 cell item(s) finished)") and lines[1].endswith(" s, 2 cell item(s) finished)")
     quiet = subprocess.run(args + ["-q"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert quiet.returncode == 0 and "compbench plug:" not in quiet.stdout, quiet.stdout
+
+
+def test_live_progress_bar_names_a_sweep_member_literally(monkeypatch):
+    tty = _Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    member = _job("m[a=1]", "te", ("networks",), 1, 10)
+    with Progress([member], "s") as progress:
+        progress.start(member)
+        progress.advance(member, ["ok"], cached=False)
+    assert "last m[a=1] on te" in tty.getvalue()  # rich markup would eat the brackets

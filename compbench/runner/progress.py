@@ -75,10 +75,13 @@ class Progress:
 
     def __enter__(self) -> Progress:
         if self._live:
+            from rich.console import Console
             from rich.progress import BarColumn, Progress as RichProgress, TextColumn
 
             self._bar = RichProgress(
-                TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[status]}"), transient=False,
+                # Text, not rich markup: sweep member ids hold brackets (`mlp[init_scale=0.1]`).
+                TextColumn("{task.description}", markup=False), BarColumn(), TextColumn("{task.fields[status]}", markup=False),
+                transient=False, console=Console(file=sys.stderr),  # the terminal it was judged live on, not stdout
             )
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, status=self.status())
