@@ -268,3 +268,16 @@ def test_live_progress_bar_names_a_sweep_member_literally(monkeypatch):
         progress.start(member)
         progress.advance(member, ["ok"], cached=False)
     assert "last m[a=1] on te" in tty.getvalue()  # rich markup would eat the brackets
+
+
+def test_task_filter_leaves_a_cross_cell_claim_on_an_unrun_task_unjudged(tmp_path, capsys):
+    suite = _suite(tmp_path, KERNELS.replace("  - {id: te, family: transitive_equivalence}\n",
+                                             "  - {id: te, family: transitive_equivalence}\n"
+                                             "  - {id: te2, family: transitive_equivalence}\n").split("  - {id: impossible")[0]
+                   + "  - {id: order, claim: ordered, over: tasks, models: [overlap], tasks: [te, te2], metric: heldout_acc, tolerance: 0.2}\n")
+    # Whole: te and te2 score alike, so the order (gap > 0.2) fails.
+    assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "whole"), "-q"]) == 1
+    assert "FAIL order [ordered] overlap on te > te2" in capsys.readouterr().out
+    # --task te: te2 did not run; the order is not judged rather than failed on a missing side.
+    assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "part"), "--task", "te", "-q"]) == 0
+    assert set(pd.read_csv(tmp_path / "part" / "expectations.csv").expectation) == set()
