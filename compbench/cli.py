@@ -399,7 +399,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     )
     if args.verbose:
         for t in loaded.suite.tasks:
-            print(f"  task {t.id}: {t.family}, {loaded.task_kinds.get(t.id, '?')}")
+            print(f"  task {t.id}: {t.family}, {loaded.task_kinds[t.id]}")  # every task of a valid suite has its kind
         for m in loaded.models:
             print(f"  model {m.id}: {m.adapter}, {len(m.seeds)} seed(s), on {', '.join(t.id for t in loaded.tasks_for(m))}")
     return EXIT_OK

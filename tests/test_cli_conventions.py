@@ -281,3 +281,11 @@ def test_task_filter_leaves_a_cross_cell_claim_on_an_unrun_task_unjudged(tmp_pat
     # --task te: te2 did not run; the order is not judged rather than failed on a missing side.
     assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "part"), "--task", "te", "-q"]) == 0
     assert set(pd.read_csv(tmp_path / "part" / "expectations.csv").expectation) == set()
+
+
+def test_validate_verbose_lists_tasks_and_models(tmp_path, capsys):
+    suite = _suite(tmp_path, KERNELS)
+    assert main(["validate", "-v", str(suite)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1:] == ["  task add: additive, regression", "  task te: transitive_equivalence, classification",
+                         "  model overlap: kernel, 1 seed(s), on add, te"]
