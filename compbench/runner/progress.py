@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
-# Per training sample and seed, a network job costs about this many kernel jobs (an MLP trained for
-# thousands of steps against a closed-form solve, as measured on kernel-limits; an order of
-# magnitude is what matters here, not the exact figure).
+# Per training sample and seed, a network job is taken to cost this many kernel jobs: an MLP trained
+# for thousands of gradient steps against one closed-form solve. A rough guess, not a measurement;
+# only its order of magnitude matters to the ETA.
 NETWORK_COST = 100.0
 
 
