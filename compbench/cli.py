@@ -75,8 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report import terminal
     from compbench.report.publish import check_owner, parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
+    from compbench.report.terminal import one_line
     from compbench.runner.run import run_suite
-    from compbench.suite import add_adapter_models, parse_model_args, seeds_override
+    from compbench.suite import add_adapter_models, matches, parse_model_args, seeds_override
 
     formats = parse_formats(args.format)
     loaded = _load(args, args.profile)
@@ -100,11 +101,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     if args.seeds is not None:
         seeds_override(loaded, args.seeds)
-    out_dir = Path(args.out) if args.out else Path("results") / loaded.name
+    if args.fail_fast and args.executor != "local":
+        _err(f"--fail-fast works with --executor local only (a {args.executor} executor has other cells in flight "
+             "when one fails); drop one of them")
+        return EXIT_USAGE
+    if args.task and not any(matches(t.id, args.task) for t in loaded.suite.tasks):
+        _err(f"--task {' '.join(args.task)} matches no task of suite {loaded.name} "
+             f"(tasks: {', '.join(t.id for t in loaded.suite.tasks)})")
+        return EXIT_USAGE
+    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
     try:
         summary = run_suite(
-            loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, progress=not args.quiet,
+            loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, task_patterns=args.task,
+            progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
             executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
             cell_timeout=args.cell_timeout,
         )
@@ -115,14 +125,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
              f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
         return EXIT_USAGE
-    # With --model only part of the suite ran: expectations are judged on the models that ran, and
-    # those that match none of them are left out rather than failed.
-    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=bool(args.model))
+    if args.task and not summary.jobs:
+        _err(f"no model of suite {loaded.name} runs on the tasks --task {' '.join(args.task)} selects")
+        return EXIT_USAGE
+    # With --model or --task only part of the suite ran: expectations are judged on the cells that
+    # ran, and those that match none of them are left out rather than failed.
+    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
     skipped: list[str] = []
     from compbench.outcome import CellState
 
     facts = {**vars(summary), "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
-    verdicts, paths = publish(out_dir, loaded, outcome.records, facts, partial=bool(args.model), formats=formats,
+    facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
+    verdicts, paths = publish(out_dir, loaded, outcome.records, facts, partial=summary.partial, formats=formats,
                               skipped=skipped, verdicts=outcome.verdicts)
     n_fail = len(outcome.failing_verdicts)
     print(
@@ -131,7 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         + f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
         f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
     )
-    terminal.print_leaderboard(loaded, outcome.records, verdicts)  # the compact leaderboard, then each failing expectation
+    # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error.
+    terminal.print_leaderboard(loaded, outcome.records, verdicts, every_error=args.verbose, table=not args.quiet)
     for name in added:
         mine = [v for v in verdicts if v.subject == name]
         print(f"{name}: {sum(v.passed for v in mine)}/{len(mine)} of the suite's claims about it pass"
@@ -143,6 +158,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if summary.failed_cell is not None:
+        print(one_line(f"stopped at the first failed cell (--fail-fast): {summary.failed_cell}"), file=sys.stderr)
+        print("finished cells are kept; run the same command again to retry it and run the rest", file=sys.stderr)
+        _print_outcome(outcome)
+        return EXIT_FAILED
     _print_outcome(outcome)
     return outcome.exit_code
 
@@ -154,7 +174,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     formats = parse_formats(args.format)
     loaded = _load(args, args.profile)
-    out_dir = Path(args.out) if args.out else Path("results") / loaded.name
+    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     try:
         skipped: list[str] = []
         outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=args.profile)
@@ -162,7 +182,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     verdicts = outcome.verdicts
-    terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths)
+    terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)
     print(f"{outcome.headline()}; {len(paths)} report files in {out_dir}")
     _print_skipped(skipped, formats)
     _print_outcome(outcome)
@@ -230,6 +250,9 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
         return refused
     base.write(Path(args.out))
     print(f"wrote baseline {args.out}: {len(base.cells)} cells")
+    if args.verbose:
+        for cell in sorted(base.cells):
+            print(f"  {cell}")
     if not outcome.passed:  # recorded as measured; the suite's own verdict is still said, as run says it
         print(outcome.headline(), file=sys.stderr)
         _print_outcome(outcome)
@@ -371,10 +394,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     loaded = load_suite(args.path)
     n_cells = sum(len(loaded.tasks_for(m)) * len(m.seeds) for m in loaded.models)
+    if args.quiet:
+        return EXIT_OK
     print(
         f"{args.path}: OK: suite {loaded.name!r}, {len(loaded.suite.tasks)} tasks, {len(loaded.models)} models "
         f"(after sweeps), {n_cells} cells, {len(loaded.suite.expectations)} expectations"
     )
+    if args.verbose:
+        for t in loaded.suite.tasks:
+            print(f"  task {t.id}: {t.family}, {loaded.task_kinds[t.id]}")  # every task of a valid suite has its kind
+        for m in loaded.models:
+            print(f"  model {m.id}: {m.adapter}, {len(m.seeds)} seed(s), on {', '.join(t.id for t in loaded.tasks_for(m))}")
     return EXIT_OK
 
 
@@ -401,16 +431,44 @@ def _apply_limits(args: argparse.Namespace) -> None:
         set_limits(**changes)
 
 
+def _verbosity(p: argparse.ArgumentParser, quiet: str, verbose: str) -> None:
+    """-q/--quiet and -v/--verbose, with what each does for this command.
+
+    Not exclusive: they govern different output (`check -q -v`: no progress display, every comparison).
+    """
+    p.add_argument("-q", "--quiet", action="store_true", help=quiet)
+    p.add_argument("-v", "--verbose", action="store_true", help=verbose)
+
+
+def _results_option(p: argparse.ArgumentParser, deprecated_out: bool) -> None:
+    """`--results DIR`, the one name of the results directory in every command.
+
+    `run` and `report` called it `--out` before; that spelling still works there (same destination),
+    so no script breaks, but only `--results` is documented.
+    """
+    names = ["--results", "--out"] if deprecated_out else ["--results"]
+    p.add_argument(*names, dest="results", metavar="DIR",
+                   help="results directory holding the store and the report (default results/<suite name>)"
+                        + ("; --out is a deprecated alias" if deprecated_out else ""))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the `compbench` command."""
+    from compbench import __version__
+
     parser = argparse.ArgumentParser(prog="compbench", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"compbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train, theory-predict and score every cell of a suite")
     run.add_argument("--suite", required=True, help="suite name (suites/NAME.yaml) or path to a YAML file")
     run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable); an adapter name that is no model of the suite adds that adapter with its default parameters")
     run.add_argument("--seeds", type=positive_int, help="override the number of seeds (seeds 0..N-1)")
     run.add_argument("--profile", help="apply a named profile of the suite (e.g. 'full' for GPU runs)")
-    run.add_argument("--out", help="output directory (default results/<suite name>)")
+    run.add_argument("--task", action="append", metavar="GLOB",
+                     help="only tasks whose id matches (glob; repeatable); like --model, expectations are judged on what ran")
+    _results_option(run, deprecated_out=True)
+    run.add_argument("--fail-fast", action="store_true",
+                     help="stop at the first failed cell (--executor local), keep what finished, write the report, exit 1")
     run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     run.add_argument("--force", action="store_true", help="recompute the selected cells (all, or those of --model), replacing their stored records")
     run.add_argument("--executor", default="local", choices=["local", "process", "ray"],
@@ -422,25 +480,27 @@ def build_parser() -> argparse.ArgumentParser:
                      help="kill a job running longer and record it as an error (--executor process or ray)")
     run.add_argument("--gpus-per-cell", type=positive_float, default=0.25,
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
-    run.add_argument("--quiet", action="store_true", help="no progress display")
+    _verbosity(run, "no progress display and no leaderboard table (the summary line, failing expectations and errors only)",
+               "a progress line for every finished job, and every failed seed's error")
     run.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
     run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; any registered writer)")
     _limit_options(run)
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
     rep.add_argument("--suite", required=True, help="suite name or path")
-    rep.add_argument("--out", help="results directory (default results/<suite name>)")
+    _results_option(rep, deprecated_out=True)
+    _verbosity(rep, "no leaderboard table (the headline, failing expectations and errors only)", "every failed seed's error, not only the first per cell")
     rep.add_argument("--profile", help="the profile the results were run with (its cells, not the default profile's)")
     rep.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)})")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--suite", required=True, help="suite name or path")
-        p.add_argument("--results", help="results directory holding the cache (default results/<suite name>)")
+        _results_option(p, deprecated_out=False)
         p.add_argument("--seeds", type=positive_int, help="number of seeds")
         p.add_argument("--seed-start", type=seed_int, help="first seed (with --seeds; default 0)")
         p.add_argument("--profile", help="a named profile of the suite")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-        p.add_argument("--quiet", action="store_true", help="no progress display")
+        _verbosity(p, "no progress display", "every comparison (check) or every recorded cell (baseline record)")
 
     base = sub.add_parser("baseline", help="record baselines for `compbench check`")
     base_sub = base.add_subparsers(dest="baseline_command", required=True)
@@ -453,7 +513,6 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--baseline", required=True, help="baseline JSON file")
     chk.add_argument("--k", type=positive_float, help="tolerance in combined standard errors (default per metric: 2.5)")
     chk.add_argument("--update", action="store_true", help="write the current scores as the new baseline")
-    chk.add_argument("--verbose", action="store_true", help="show every comparison, not only the notable ones")
     chk.add_argument("--allow-new", action="store_true",
                      help="accept cells the baseline does not have (by default a new cell fails the check)")
     chk.set_defaults(func=cmd_check)
@@ -464,6 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=cmd_show)
     val = sub.add_parser("validate", help="check a suite file without running it")
     val.add_argument("path")
+    _verbosity(val, "no output when the suite is valid (the exit code says it)", "list the models and tasks")
     _limit_options(val)
     val.set_defaults(func=cmd_validate)
     return parser

@@ -10,6 +10,7 @@ ini option (glob patterns).
 from __future__ import annotations
 
 import fnmatch
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
     group.addoption("--compbench-profile", default=None, help="apply a named profile of the suite (as `compbench run --profile`)")
     parser.addini("compbench_suites", type="args", default=[], help="glob patterns of suite YAML files to collect")
+
+
+class _Progress:
+    """One line per finished cell item on pytest's terminal, so a long suite shows it moves (not with -q).
+
+    The line is made by the item while pytest captures output, carried on its report (which xdist
+    sends to the controller) and written from pytest_runtest_logreport, where nothing captures it:
+    no `-s` needed, and under `-n` the controller prints every worker's cells.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.finished = 0
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        report = yield
+        line = getattr(item, "progress_line", None)
+        if report.when == "call" and line:
+            report.compbench_progress = line
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        line = getattr(report, "compbench_progress", None)
+        if not line or hasattr(self.config, "workerinput") or self.config.option.verbose < 0:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            self.finished += 1
+            reporter.ensure_newline()  # after xdist's progress dots
+            reporter.write_line(f"{line}, {self.finished} cell item(s) finished)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(_Progress(config), "compbench-progress")
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -127,7 +163,11 @@ class CellItem(pytest.Item):
         from compbench.scoring.expectations import evaluate_expectations
 
         parent: SuiteFile = self.parent  # type: ignore[assignment]
+        start = time.perf_counter()
         records = parent.run_cells(set(self.members))
+        ok, failed, skipped = (sum(r.ok for r in records), sum(r.failed for r in records), sum(r.skipped for r in records))
+        self.progress_line = (f"compbench {parent.loaded.name}: {self.name.replace('::', ' on ')}: {ok} ok, {failed} failed, "
+                              f"{skipped} skipped ({time.perf_counter() - start:.1f} s")
         problems = [f"cell error ({r.model}, seed {r.seed}): {r.message}" for r in records if r.failed]
         per_cell = [e for e in parent.loaded.suite.expectations if _per_cell(e)]
         for v in evaluate_expectations(per_cell, records, parent.loaded.tags):

@@ -306,7 +306,7 @@ def test_a_second_suite_cannot_publish_into_another_suites_results_directory(sui
         done = cli(*command)
         assert done.returncode == 2, done.stdout + done.stderr
         line = one_error_line(done.stderr)
-        assert "suite 'tiny'" in line and "suite 'other'" in line and "--out results/other" in line, line
+        assert "suite 'tiny'" in line and "suite 'other'" in line and "--results results/other" in line, line
         assert report_bytes(out) == before  # its leaderboard and plots are as they were
     assert cli("report", "--suite", str(suite), "--out", str(out)).returncode == 0  # its own suite still reports
 

@@ -94,7 +94,7 @@ def models_table(ctx: Any) -> Table:
 
 
 def headline(ctx: Any) -> str:
-    """One line: expectations passed, and the best model per task (none when every score is within noise of chance)."""
+    """One line: expectations passed, and the best model per task (none when no score is significantly above chance)."""
     n_pass = sum(v.passed for v in ctx.verdicts)
     failed = [v.expectation for v in ctx.verdicts if not v.passed]
     head = f"Expectations: {n_pass}/{len(ctx.verdicts)} pass" + (f" (failing: {', '.join(dict.fromkeys(failed))})" if failed else "")

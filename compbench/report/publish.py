@@ -299,7 +299,7 @@ def check_owner(out_dir: Path, loaded: LoadedSuite) -> None:
         raise ForeignResultsError(
             f"{out_dir}: holds the report of suite {owner!r} ({SUMMARY_FILE}); writing suite {loaded.name!r}'s report "
             f"there would overwrite its leaderboard and delete its plots; nothing of the report was written: use "
-            f"another results directory (--out results/{loaded.name}), or remove {out_dir / SUMMARY_FILE} to hand "
+            f"another results directory (--results results/{loaded.name}), or remove {out_dir / SUMMARY_FILE} to hand "
             f"the directory over to {loaded.name!r}")
 
 

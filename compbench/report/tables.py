@@ -24,9 +24,11 @@ from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
 BEATS_KERNEL = "†"
 NOT_RUN = ""  # the suite does not pair this model with this task
-# "Best" is not awarded within noise of chance: |mean − chance| ≤ CHANCE_SE standard errors over seeds
-# (about a 95% interval of the mean), or ≤ CHANCE_ONE_SEED when one seed leaves the noise unknown
-# (0.05 accuracy is the seed-to-seed spread typical of small networks on these tasks).
+# "Best" is awarded only to a score significantly better than chance, one-sided: mean − chance >
+# CHANCE_SE standard errors over seeds (about a 97.5% one-sided bound), or > CHANCE_ONE_SEED when one
+# seed leaves the noise unknown (0.05 accuracy is the seed-to-seed spread typical of small networks
+# on these tasks). A column's top score that is below chance is no "best": it generalises worse than
+# ignoring the input.
 CHANCE_SE = 2.0
 CHANCE_ONE_SEED = 0.05
 MIN_R2_CELLS = 3  # an R² over fewer held-out cells (or against a constant) says nothing
@@ -82,6 +84,22 @@ def near_chance(mean: float, std: float, n: int, chance: float | None) -> bool:
     if n > 1 and not math.isnan(std):
         return abs(mean - chance) <= CHANCE_SE * std / math.sqrt(n) + 1e-12
     return abs(mean - chance) <= CHANCE_ONE_SEED
+
+
+def above_chance(mean: float, std: float, n: int, chance: float | None, lower: bool = False) -> bool:
+    """Whether a score beats chance beyond noise, one-sided: by > 2 SE over n seeds, or > 0.05 with one seed.
+
+    `lower`: the metric is better when lower (then "beats" means below chance). With no chance level
+    known, every score counts as above it.
+    """
+    if math.isnan(mean):
+        return False
+    if chance is None:
+        return True
+    margin = chance - mean if lower else mean - chance
+    if n > 1 and not math.isnan(std):
+        return margin > CHANCE_SE * std / math.sqrt(n) + 1e-12
+    return margin > CHANCE_ONE_SEED
 
 
 def _vals(vals: Iterable[Any]) -> list[float]:
@@ -144,7 +162,8 @@ class CellStats:
     gap_se: float = math.nan
     beats_kernel: bool = False
     best: bool = False
-    at_chance: bool = False
+    at_chance: bool = False  # within noise of chance, either side
+    above_chance: bool = False  # better than chance beyond noise (one-sided): only such a score can be best
     chance: float | None = None  # the score of a predictor that ignores the input (1/K for K classes)
     is_sweep: bool = False
     n_members: int = 1
@@ -218,15 +237,48 @@ def leaderboard_cells(
             cells[(label, task)] = cell
     for task in tasks:
         col = [c for (_, t), c in cells.items() if t == task and not math.isnan(c.mean)]
+        lower = bool(col) and METRICS[col[0].metric].direction == "lower"
         for c in col:
-            c.at_chance = near_chance(c.mean, c.std, c.n_ok if not c.is_sweep else c.n_members, c.chance)
-        col = [c for c in col if not c.at_chance]
+            n = c.n_ok if not c.is_sweep else c.n_members
+            c.at_chance = near_chance(c.mean, c.std, n, c.chance)
+            c.above_chance = above_chance(c.mean, c.std, n, c.chance, lower)
+        col = [c for c in col if c.above_chance]
         if col:
-            lower = METRICS[col[0].metric].direction == "lower"
             top = min(c.mean for c in col) if lower else max(c.mean for c in col)
             for c in col:
                 c.best = bool(abs(c.mean - top) <= 5e-4)  # ties at the shown precision are all best
     return labels, cells
+
+
+ERROR_CHARS = 200  # an error shown beside the leaderboard is cut here: the detail table and records.csv hold it whole
+
+
+def short_error(message: str, limit: int = ERROR_CHARS) -> str:
+    """An error message as one line of at most `limit` characters (line breaks and runs of spaces flattened)."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def cell_errors(records: list[CellRecord], every: bool = False) -> list[tuple[str, str, str]]:
+    """(model, task, short message) of the first failed seed per (model, task), in record order; `every`: each failed seed."""
+    out: dict[tuple[str, ...], tuple[str, str, str]] = {}
+    for r in as_records(records):
+        if r.failed:
+            key = (r.model, r.task, str(r.seed)) if every else (r.model, r.task)
+            out.setdefault(key, (r.model if not every else f"{r.model} seed {r.seed}", r.task,
+                                 short_error(r.message or "error (no message)")))
+    return list(out.values())
+
+
+def errors_table(records: list[CellRecord]) -> Table | None:
+    """The first error of each (model, task) that failed, so the reader sees why without opening records.csv."""
+    rows = [[m, t, msg] for m, t, msg in cell_errors(records)]
+    if not rows:
+        return None
+    note = (f"The first failed seed's message per model and task, on one line, cut at {ERROR_CHARS} characters; "
+            "every seed's error is in records.csv (and the HTML report's cell details).")
+    return Table("Errors", note, ["model", "task", "first error"], rows,
+                 row_meta=[{"model": m, "task": t, "status": "error"} for m, t, _ in rows], anchor="errors")
 
 
 def cell_anchor(model: str, task: str) -> str:
@@ -276,9 +328,9 @@ def leaderboard(
     note = (
         "Mean ± std over seeds of each column's metric on the held-out cells: accuracy for ±1 tasks (a tie at 0 "
         f"counts ½), R² against the truth for regression tasks; sweeps of more than {BIG_SWEEP} models: over their "
-        "members. Best per column in bold, but never a score within noise of chance "
-        f"({'; '.join(chances) or 'none here'}): |mean − chance| ≤ {CHANCE_SE:g} standard errors over seeds, "
-        f"or ≤ {CHANCE_ONE_SEED:g} with one seed. {BEATS_KERNEL} = beats its own kernel-theory score by more than 2 "
+        "members. Best per column in bold, but only a score significantly above chance "
+        f"({'; '.join(chances) or 'none here'}): mean − chance > {CHANCE_SE:g} standard errors over seeds, "
+        f"or > {CHANCE_ONE_SEED:g} with one seed (never one at or below chance). {BEATS_KERNEL} = beats its own kernel-theory score by more than 2 "
         "standard errors over seeds (needs ≥ 2 seeds). `error`: every seed failed; `(n error)`: n seeds failed; "
         "`skipped`: invalid model (e.g. a non-PSD kernel); `missing`: the suite asks for the cell but no result is "
         "stored; blank: the suite does not run this model on this task."
@@ -295,7 +347,7 @@ def leaderboard_frame(records: list[CellRecord], tasks: list[str], expected: Exp
 
     frame = pd.DataFrame([asdict(c) for c in cells.values()], columns=columns)
     return frame.astype({"n_ok": int, "n_error": int, "n_skipped": int, "n_members": int,
-                         "beats_kernel": bool, "best": bool, "is_sweep": bool,
+                         "beats_kernel": bool, "best": bool, "is_sweep": bool, "above_chance": bool,
                          "mean": float, "std": float, "theory_mean": float, "gap_mean": float, "gap_se": float})
 
 
@@ -560,6 +612,9 @@ def report_tables(ctx: Any) -> list[Table]:
     sweeps = sweep_table(records)
     if sweeps:
         tables.append(sweeps)
+    errors = errors_table(records)
+    if errors:
+        tables.append(errors)
     tables += [expectations_table(ctx.verdicts), detail_table(records, task_ids, expected)]
     return tables
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from compbench.report.tables import CellStats, leaderboard_cells, metric_header
+from compbench.report.tables import CellStats, cell_errors, leaderboard_cells, metric_header
 from compbench.scoring.metric_facts import score_metric
 
 
@@ -71,10 +71,24 @@ def _rich(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]],
     Console(file=out).print(table)
 
 
-def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any], out: TextIO | None = None) -> None:
-    """The compact leaderboard, then every failing expectation (rich on a TTY, plain text otherwise)."""
+def print_errors(records: list[CellRecord], every: bool = False, out: TextIO | None = None) -> None:
+    """'errors:' and one line per (model, task) that failed with its first message (`every`: one per failed seed)."""
     out = out or sys.stdout
-    headers, rows, best = compact_rows(loaded, records)
+    errors = cell_errors(records, every)
+    if errors:
+        print("errors:" if every else "errors (the first per model and task; all in records.csv):", file=out)
+        for model, task, message in errors:
+            print(one_line(f"  {model} on {task}: {message}"), file=out)
+
+
+def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any], out: TextIO | None = None,
+                      every_error: bool = False, table: bool = True) -> None:
+    """The compact leaderboard, every failing expectation, then each failed cell's error (rich on a TTY, plain text otherwise).
+
+    `table=False` (`-q`): the problems only, without the table.
+    """
+    out = out or sys.stdout
+    headers, rows, best = compact_rows(loaded, records) if table else ([], [], set())
     if rows:
         if out.isatty():
             _rich(headers, rows, best, out)
@@ -85,6 +99,7 @@ def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any
         if not v.passed:
             print(one_line(f"  {v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
                            + (f"; known failure: {v.known_failure}" if v.known_failure else "")), file=out)
+    print_errors(records, every_error, out)
 
 
 def print_files(out_dir: Path, paths: list[Path], out: TextIO | None = None) -> None:
@@ -99,7 +114,7 @@ def print_files(out_dir: Path, paths: list[Path], out: TextIO | None = None) -> 
 
 
 def print_report_end(out_dir: Path, loaded: Any, records: list[CellRecord], verdicts: list[Any], paths: list[Path],
-                     out: TextIO | None = None) -> None:
-    """The end of `compbench report`: the compact leaderboard of the stored records, failing expectations, the files."""
-    print_leaderboard(loaded, records, verdicts, out)
+                     out: TextIO | None = None, every_error: bool = False, table: bool = True) -> None:
+    """The end of `compbench report`: the compact leaderboard of the stored records, failing expectations, errors, the files."""
+    print_leaderboard(loaded, records, verdicts, out, every_error, table)
     print_files(out_dir, paths, out)

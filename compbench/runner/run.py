@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from collections.abc import Iterator
+from contextlib import closing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,8 @@ class RunSummary:
     executor: str = "local"
     jobs: list[Job] = field(default_factory=list)  # the cells this run was asked for (after --model)
     n_rescored: int = 0  # cached cells scored again by this compbench's scoring code (no training)
+    partial: bool = False  # narrowed by model or task patterns: expectations on what did not run are left out
+    failed_cell: str | None = None  # with fail_fast: the failed cell the run stopped at ("model on task seed s: message")
     per_job: list[list[CellRecord] | None] = field(default_factory=list)  # each job's records (None: not reached)
 
 
@@ -65,6 +68,9 @@ class SuiteRunner:
         self._cache: dict[str, CellRecord] | None = {} if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
         self.rescored: dict[str, CellRecord] = {}  # records scored again by this compbench, not yet stored
+        # Told of each job just before it trains here (the progress display names it); jobs run by
+        # a process pool or Ray start out of this process's sight, so it is not called for them.
+        self.on_start: Callable[[Job], None] | None = None
 
     @property
     def cache(self) -> dict[str, CellRecord]:
@@ -178,6 +184,8 @@ class SuiteRunner:
                     yield n, hit, True
                     continue
                 _torch_for_training()
+                if self.on_start is not None:
+                    self.on_start(jobs[n])
                 start = time.perf_counter()
                 records = run_job(jobs[n], self.device)
                 took = time.perf_counter() - start
@@ -249,6 +257,18 @@ def _execute(
         yield i, recs, False
 
 
+def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_patterns: list[str] | None = None) -> None:
+    """Keep only the models and tasks whose ids match the patterns (globs; None or [] keeps all).
+
+    The one place a run is narrowed (`--model`, `--task`): the jobs, the outcome and the report all
+    follow from the narrowed suite.
+    """
+    if model_patterns:
+        loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
+    if task_patterns:
+        loaded.suite.tasks = [t for t in loaded.suite.tasks if matches(t.id, task_patterns)]
+
+
 def run_suite(
     loaded: LoadedSuite,
     out_dir: Path,
@@ -256,42 +276,58 @@ def run_suite(
     device: str = "auto",
     force: bool = False,
     model_patterns: list[str] | None = None,
+    task_patterns: list[str] | None = None,
     progress: bool = True,
+    verbose: bool = False,
+    fail_fast: bool = False,
     executor: str = "local",
     workers: int = 2,
     address: str | None = None,
     gpus_per_job: float = 0.25,
     cell_timeout: float | None = None,
 ) -> RunSummary:
-    """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished."""
+    """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
+
+    `fail_fast` (local executor only): stop after the first job with a failed cell, keeping what finished.
+    """
     start = time.perf_counter()
     if executor not in ("local", "process", "ray"):
         raise ValueError(f"executor must be local, process or ray, got {executor!r}")
+    if fail_fast and executor != "local":
+        # A pool has other jobs in flight when one fails; stopping them is not supported (yet).
+        raise ValueError(f"fail_fast needs the local executor, got {executor!r}")
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
-    if model_patterns:
-        loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
+    select(loaded, model_patterns, task_patterns)
     runner = SuiteRunner(loaded, out_dir, device, force, writer=True)
     children_before = frozenset(multiprocessing.active_children())
-    summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs))
+    summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
+                         partial=bool(model_patterns or task_patterns))
     results: list[list[CellRecord] | None] = [None] * len(runner.jobs)
     todo: list[int] = []
-    with Progress(len(runner.jobs), loaded.name, enabled=progress) as bar:
+    with Progress(runner.jobs, loaded.name, enabled=progress, verbose=verbose) as bar:
+        runner.on_start = bar.start
         try:
             for i, job in enumerate(runner.jobs):
                 hit = runner.cached(job) if executor != "local" else None
                 if hit is not None:
                     results[i] = hit
                     summary.n_cached += len(hit)
-                    bar.advance([r.status.value for r in hit], cached=True)
+                    bar.advance(job, [r.status.value for r in hit], cached=True)
                 else:
                     todo.append(i)
-            for j, recs, cached in _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job, cell_timeout):
-                results[todo[j]] = recs
-                if cached:
-                    summary.n_cached += len(recs)
-                else:
-                    summary.n_run += len(recs)
-                bar.advance([r.status.value for r in recs], cached=cached)
+            source = _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job, cell_timeout)
+            with closing(source):  # a fail-fast stop closes it now: its claims are released before the report
+                for j, recs, cached in source:
+                    results[todo[j]] = recs
+                    if cached:
+                        summary.n_cached += len(recs)
+                    else:
+                        summary.n_run += len(recs)
+                    bar.advance(runner.jobs[todo[j]], [r.status.value for r in recs], cached=cached)
+                    failed = next((r for r in recs if r.failed), None)
+                    if fail_fast and failed is not None:
+                        summary.failed_cell = f"{failed.model} on {failed.task} seed {failed.seed}: {failed.message}"
+                        break  # closing the executor's generator releases its claims; finished jobs are stored
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM under `compbench` (see runner.interrupt)
             summary.interrupted = True
         except Exception as exc:

@@ -67,6 +67,8 @@ def evaluate_expectations(
         claim = get_claim(exp.claim)
         params = exp.claim_params()
         if not claim.per_cell:
+            if partial and not _every_pattern_ran(exp, records, selects, task_selected):
+                continue  # part of what it compares did not run (--model, --task): not judged, not failed
             verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
             continue
         groups: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
@@ -106,6 +108,12 @@ def evaluate_expectations(
                 continue  # every cell of it skipped as invalid (`skip_invalid: true`): nothing to judge, nothing failed
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return _with_known_failures(expectations, verdicts)
+
+
+def _every_pattern_ran(exp: Expectation, records: list[CellRecord], selects: Any, task_selected: Any) -> bool:
+    """Whether each model pattern and each task pattern of a cross-cell expectation selects a record that ran."""
+    return (all(any(selects(r, p) for r in records) for p in exp.models)
+            and all(any(task_selected(r.task, [p]) for r in records) for p in exp.tasks))
 
 
 def _with_known_failures(expectations: list[Expectation], verdicts: list[Verdict]) -> list[Verdict]:

@@ -35,7 +35,7 @@ _TABLES = {
 }
 _COLUMNS = {"meta": {"name", "value"}, "records": {"id", "key", "suite", "status", "created", "record"},
             "claims": {"job", "owner", "created"}}
-_ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--out DIR)"
+_ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
 
 
 class StoreError(RuntimeError):
@@ -142,10 +142,10 @@ def _describe(path: Path, exc: BaseException) -> str:
         return f"{path}: the compbench store is corrupt (damaged or truncated: {exc}); {advice}"
     if name.startswith("SQLITE_READONLY") or isinstance(exc, PermissionError) or "readonly" in str(exc):
         return (f"{path}: the store is read-only (the file or its directory cannot be written: {exc}); "
-                "make it writable, or use another results directory (--out DIR)")
+                "make it writable, or use another results directory (--results DIR)")
     if name.startswith("SQLITE_CANTOPEN") or isinstance(exc, OSError):
         return (f"{path}: the store cannot be opened for writing ({exc}): a read-only directory, missing "
-                "permissions, or a -wal/-shm file that is not a file; use another results directory (--out DIR)")
+                "permissions, or a -wal/-shm file that is not a file; use another results directory (--results DIR)")
     if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         return f"{path}: the store stayed locked by another process ({exc}); try again when it has finished"
     if name == "SQLITE_FULL":
