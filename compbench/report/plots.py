@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from compbench.records import BIG_SWEEP, big_groups  # noqa: E402 — big sweeps are aggregated, never drawn member by member
+from compbench.records import big_groups  # noqa: E402 — big sweeps are aggregated, never drawn member by member
 SWEEP_PARAMS = {
     "init_scale": "init scale σ (log scale; small = rich, 1 = lazy)",
     "width": "hidden width H (log scale)",

@@ -6,14 +6,12 @@ import functools
 import hashlib
 import inspect
 import json
-import re
 import sys
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from compbench import __version__
 from compbench.codehash import NOT_RESULT_CODE, _source_hash, code_closure
 from compbench.encodings import Encoded, encode
 from compbench.suite import LoadedSuite, ModelSpec, TaskEntry

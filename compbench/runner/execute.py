@@ -22,19 +22,11 @@ from compbench.runner.device import determinism_settings
 from compbench.scoring import score as scoring
 
 
-def _identity(job: Job, seed: int, key: str, device: str) -> dict[str, Any]:
-    """The fields every record of this job and seed carries, whatever became of the cell."""
-    return {**_job_identity(job, device), "seed": seed, "key": key}
-
-
 def _job_identity(job: Job, device: str) -> dict[str, Any]:
-    # Shared by the job's seeds, made once per job (a batch of millisecond jobs pays for every dict).
-    cached = _JOB_FIELDS.get(id(job))
-    if cached is not None and cached[0] is job and cached[1] == device:
-        return cached[2]
+    """The fields every record of this job carries, whatever became of its cells (each adds its seed and key)."""
     t, m = job.task, job.model
     data = t.data
-    fields = {
+    return {
         "task": t.entry.id,
         "family": t.entry.family,
         "encoding": t.entry.encoding_name,
@@ -53,20 +45,14 @@ def _job_identity(job: Job, device: str) -> dict[str, Any]:
         "version": __version__,
         "code": job.code,
     }
-    _JOB_FIELDS.clear()  # one job at a time: keep only the latest
-    _JOB_FIELDS[id(job)] = (job, device, fields)
-    return fields
 
 
-_JOB_FIELDS: dict[int, tuple[Job, str, dict[str, Any]]] = {}
-
-
-def failed_records(job: Job, device: str, error: str, *, status: str = "error", wall_time: float = 0.0,
-                   error_stage: str | None = None, traceback: str | None = None,
-                   contract_breaks: tuple[str, ...] | list[str] = ()) -> list[CellRecord]:
-    """One error (or skipped) record per seed of the job, carrying `error` as its message."""
-    err = CellError(error, error_stage, tuple(contract_breaks), traceback)
-    return [CellRecord(**_identity(job, s, k, device), status=Status(status), error=err, wall_time=wall_time)
+def failed_records(job: Job, device: str, error: str | CellError, *, status: str = "error", wall_time: float = 0.0,
+                   error_stage: str | None = None) -> list[CellRecord]:
+    """One error (or skipped) record per seed of the job, carrying `error` (a message, or the whole CellError)."""
+    err = error if isinstance(error, CellError) else CellError(error, error_stage)
+    ident = _job_identity(job, device)
+    return [CellRecord(**ident, seed=s, key=k, status=Status(status), error=err, wall_time=wall_time)
             for s, k in zip(job.seeds, job.keys)]
 
 
@@ -77,26 +63,16 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _exception_fields(stage: str, exc: BaseException) -> dict[str, Any]:
+def _exception_error(stage: str, exc: BaseException) -> CellError:
     # The adapter's own training reports its exception as is; elsewhere the message says where.
     message = describe(exc) if stage == "fit_seeds" else f"{stage}: {describe(exc)}"
-    return {"error": message, "error_stage": stage, "traceback": traceback.format_exc(limit=6)}
-
-
-def _exception_error(stage: str, exc: BaseException) -> CellError:
-    f = _exception_fields(stage, exc)
-    return CellError(f["error"], stage, (), f["traceback"])
-
-
-def _contract_fields(adapter: str, problems: list[ContractBreak], seed: int | None = None) -> dict[str, Any]:
-    where = f" (seed {seed})" if seed is not None else ""
-    message = f"adapter {adapter!r} broke the adapter contract{where}: " + "; ".join(p.message for p in problems)
-    return {"error": message, "error_stage": "contract", "contract_breaks": sorted({p.name for p in problems})}
+    return CellError(message, stage, (), traceback.format_exc(limit=6))
 
 
 def _contract_error(adapter: str, problems: list[ContractBreak], seed: int | None = None) -> CellError:
-    f = _contract_fields(adapter, problems, seed)
-    return CellError(f["error"], "contract", tuple(f["contract_breaks"]))
+    where = f" (seed {seed})" if seed is not None else ""
+    message = f"adapter {adapter!r} broke the adapter contract{where}: " + "; ".join(p.message for p in problems)
+    return CellError(message, "contract", tuple(sorted({p.name for p in problems})))
 
 
 def run_job(job: Job, device: str) -> list[CellRecord]:
@@ -114,7 +90,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
         if not isinstance(fitted, (list, tuple)) or len(fitted) != len(job.seeds):
             got = f"{len(fitted)} Fitted" if isinstance(fitted, (list, tuple)) else f"a {type(fitted).__name__}"
             problem = ContractBreak("fitted-count", f"fit_seeds returned {got} for {len(job.seeds)} seeds (one per seed expected)")
-            return failed_records(job, device, wall_time=time.perf_counter() - start, **_contract_fields(name, [problem]))
+            return failed_records(job, device, _contract_error(name, [problem]), wall_time=time.perf_counter() - start)
         stage = "theory_options"
         options = adapter.theory_options()
         problems = check_theory_options(options)
@@ -123,7 +99,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
         if not isinstance(kernel_name, str):
             problems.append(ContractBreak("theory-kernel-name", f"theory_kernel_name() must return a str, got {type(kernel_name).__name__}"))
         if problems:
-            return failed_records(job, device, wall_time=time.perf_counter() - start, **_contract_fields(name, problems))
+            return failed_records(job, device, _contract_error(name, problems), wall_time=time.perf_counter() - start)
         stage = "kernel"
         shared, shared_problems = None, []
         if any(not isinstance(f, Fitted) or f.kernels is None for f in fitted):
@@ -137,12 +113,13 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001 — any failure of a cell (even sys.exit) is recorded, the run goes on
-        return failed_records(job, device, wall_time=time.perf_counter() - start, **_exception_fields(stage, exc))
+        return failed_records(job, device, _exception_error(stage, exc), wall_time=time.perf_counter() - start)
     train_wall = (time.perf_counter() - start) / len(job.seeds)
     records = []
+    ident = _job_identity(job, device)  # once per job: a batch of millisecond jobs pays for every dict
     for seed, key, fit in zip(job.seeds, job.keys, fitted):
         t0 = time.perf_counter()
-        base = _identity(job, seed, key, device)
+        base = {**ident, "seed": seed, "key": key}
         problems = check_fitted(fit, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)
         if isinstance(fit, Fitted) and fit.kernels is None and shared is not None:
             problems += shared_problems

@@ -8,7 +8,6 @@ from contextlib import closing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
