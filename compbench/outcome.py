@@ -165,7 +165,7 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
     devices = devices or report_devices(out_dir)
     runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
     try:
-        store = runner.store.latest()
+        store = runner.cache  # the runner's own copy: a record rescored below replaces its entry, not a second read
         legacy = {(r.suite, r.task, r.model, r.seed, r.device): r for r in store.values() if r.code is None}
         candidates = [runner.jobs, *(expand_jobs(loaded, runner.tasks, d) for d in devices[1:])]
         found: list[dict[str, CellRecord]] = []
