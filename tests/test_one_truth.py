@@ -406,3 +406,13 @@ def test_12_editing_scoring_code_rescores_stored_cells_and_retrains_none(tmp_pat
     # report reads the rescored records; a second run rescores nothing more.
     assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv"]) == first
     assert "rescored" not in capsys.readouterr().out
+
+
+def test_a_suite_reads_the_same_in_every_process_so_the_report_cache_holds():
+    """The report's inputs digest hashes the loaded suite: a model with two tags (slot-decoder's ceiling) once
+    read differently under each string-hash seed, so every cached run redrew the whole report."""
+    code = "from compbench.suite import load_suite; l = load_suite('slot-decoder'); print(repr((l.suite, l.models)))"
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(ROOT)}).stdout
+            for seed in range(4)}
+    assert len(seen) == 1 and "tags=('ceiling', 'kernels')" in seen.pop()

@@ -37,7 +37,7 @@ class ModelSpec:
     task_patterns: tuple[str, ...]
     seeds: tuple[int, ...]
     skip_invalid: bool
-    tags: frozenset[str] = field(default_factory=frozenset)
+    tags: tuple[str, ...] = ()  # sorted: a set's order follows string hashing, which changes from process to process
 
 
 def matches(name: str, patterns: Iterable[str], group: str | None = None) -> bool:
@@ -209,7 +209,7 @@ def expand_model(
     seeds = seed_list(entry.seeds) if entry.seeds is not None else suite_seeds
     if adapter.deterministic:
         seeds = seeds[:1]  # a deterministic model gives the same result for every seed
-    tags = frozenset(adapter.tags) | frozenset(entry.tags)
+    tags = tuple(sorted(set(adapter.tags) | set(entry.tags)))
     specs: list[ModelSpec] = []
     index_lists = [range(len(v)) for v in axes.values()]
     for combo in itertools.product(*index_lists) if axes else [()]:

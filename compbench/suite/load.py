@@ -487,7 +487,7 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[str], model_args: dic
             raise SuiteError([SuiteIssue(where, None, "--model", f"adapter {name!r} takes {' or '.join(adapter.inputs)} "
                                          f"inputs; no task of suite {loaded.name!r} has them")])
         loaded.models.append(ModelSpec(name, name, name, params, dict(model_args or {}), {}, tasks,
-                                       seeds[:1] if adapter.deterministic else seeds, False, frozenset(adapter.tags)))
+                                       seeds[:1] if adapter.deterministic else seeds, False, tuple(sorted(adapter.tags))))
         added.append(name)
     return added
 
