@@ -8,6 +8,8 @@ __version__ = "0.1.0"
 
 # Public API, imported lazily so `import compbench` (and `compbench list`) stays light.
 _EXPORTS = {
+    "evaluate": "compbench.api",
+    "Results": "compbench.api",
     "load_suite": "compbench.suite",
     "parse_suite": "compbench.suite",
     "run_suite": "compbench.runner.run",

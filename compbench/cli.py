@@ -69,6 +69,24 @@ positive_int = int_in(1)
 seed_int = int_in(0, MAX_SEED)  # a seed every backend takes (as a suite's seeds: compbench.limits.MAX_SEED)
 
 
+def _beside_stored(loaded, suite_models: list, out_dir: Path, profile: str | None):  # -> (LoadedSuite, [CellRecord])
+    """The suite with its own models (those with current records in the store, on the tasks that ran) after the
+    added ones, and those records: a model added with --model is shown beside them, not alone."""
+    from dataclasses import replace
+
+    from compbench.outcome import CellState, stored_outcome
+
+    ran = {m.id for m in loaded.models}
+    others = replace(loaded, models=[m for m in suite_models if m.id not in ran])
+    if not others.models or not (out_dir / "store").exists():
+        return loaded, []
+    found = stored_outcome(others, out_dir, profile=profile, partial=True)
+    current = (CellState.OK, CellState.FAILED, CellState.SKIPPED)
+    keep = {c.model for c in found.cells if c.state in current}
+    context = [c.record for c in found.cells if c.state in current and c.record is not None]
+    return replace(loaded, models=[m for m in others.models if m.id in keep] + list(loaded.models)), context
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
     from compbench.outcome import outcome_of_run
@@ -82,6 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     loaded = _load(args, args.profile)
     added: list[str] = []
+    added_ids: dict[str, str] = {}
     if args.model_args and not args.model:
         _err("--model-args sets the parameters of an adapter added with --model NAME; give --model too")
         return EXIT_USAGE
@@ -91,10 +110,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             _err(str(exc))
             return EXIT_USAGE
-        added = add_adapter_models(loaded, args.model, model_args)
-        for name in added:
-            shown = f"parameters {args.model_args}" if args.model_args else "its default parameters"
-            print(f"adding adapter {name!r} with {shown} on every task of {loaded.name} whose inputs it takes")
+        tags = [t.strip() for t in (args.model_tags or "").split(",") if t.strip()]
+        added_ids = add_adapter_models(loaded, args.model, model_args, tags)
+        added = list(added_ids.values())
+        shown = f"parameters {args.model_args}" if args.model_args else "its default parameters"
+        for given, model_id in added_ids.items():
+            what = f"adapter {given!r}" if given == model_id else f"model {model_id!r} from {given}"
+            print(f"adding {what} with {shown} on every task of {loaded.name} whose inputs it takes")
+        if any(given != model_id for given, model_id in added_ids.items()) and args.executor == "ray":
+            _err("a model from a file or module (--model file.py:Name) runs on the local or process executor; "
+                 "Ray workers cannot import it: package it with an entry point (docs/extending.md) to use Ray")
+            return EXIT_USAGE
+        if args.model_tags and not added:
+            _err("--model-tags applies only to a model added with --model (no model of the suite)")
+            return EXIT_USAGE
         if args.model_args and not added:
             _err("--model-args applies only to an adapter added with --model (no model of the suite); "
                  "to change a suite model's parameters, edit a copy of the suite")
@@ -109,11 +138,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"--task {' '.join(args.task)} matches no task of suite {loaded.name} "
              f"(tasks: {', '.join(t.id for t in loaded.suite.tasks)})")
         return EXIT_USAGE
+    suite_models = [m for m in loaded.models if m.id not in added]
+    # A reference (--model file.py:Name) selects the model it added, by that model's id.
+    model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
     try:
         summary = run_suite(
-            loaded, out_dir, device=args.device, force=args.force, model_patterns=args.model, task_patterns=args.task,
+            loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
             progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
             executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
             cell_timeout=args.cell_timeout,
@@ -135,8 +167,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.outcome import CellState
 
     facts = {**vars(summary), "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
+    shown, records = loaded, outcome.records
+    if added:  # the added models beside the suite's own, as the store holds them (shown, not judged again)
+        shown, context = _beside_stored(loaded, suite_models, out_dir, args.profile)
+        records = records + context
     facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
-    verdicts, paths = publish(out_dir, loaded, outcome.records, facts, partial=summary.partial, formats=formats,
+    verdicts, paths = publish(out_dir, shown, records, facts, partial=summary.partial, formats=formats,
                               skipped=skipped, verdicts=outcome.verdicts)
     n_fail = len(outcome.failing_verdicts)
     print(
@@ -146,11 +182,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
     )
     # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error.
-    terminal.print_leaderboard(loaded, outcome.records, verdicts, every_error=args.verbose, table=not args.quiet)
+    terminal.print_leaderboard(shown, records, verdicts, every_error=args.verbose, table=not args.quiet)
     for name in added:
         mine = [v for v in verdicts if v.subject == name]
-        print(f"{name}: {sum(v.passed for v in mine)}/{len(mine)} of the suite's claims about it pass"
-              + ("" if mine else " (no expectation selects it: tag-based ones use @networks / @kernels)"))
+        used = sorted({p for e in loaded.suite.expectations for p in e.models if p.startswith("@")})
+        why = (f" (no expectation selects it; the suite's claims select by {', '.join(used)}: --model-tags "
+               f"{used[0][1:]} puts it under those)" if used else " (no expectation of this suite selects models by tag)")
+        print(f"{name}: {sum(v.passed for v in mine)}/{len(mine)} of the suite's claims about it pass" + ("" if mine else why))
         for v in mine:
             print(f"  {v.status} {v.expectation} [{v.claim}] on {v.task}: measured {v.measured:.4g} (needs {v.threshold})")
     terminal.print_files(out_dir, paths)
@@ -483,6 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(run, "no progress display and no leaderboard table (the summary line, failing expectations and errors only)",
                "a progress line for every finished job, and every failed seed's error")
     run.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
+    run.add_argument("--model-tags", metavar="TAG,...", help="tags of a model added with --model, beside its adapter's (e.g. lazy: the suite's @lazy claims judge it)")
     run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; any registered writer)")
     _limit_options(run)
     run.set_defaults(func=cmd_run)

@@ -83,8 +83,10 @@ class Registry(Generic[T]):
 
     # -- registration -----------------------------------------------------------------------
 
-    def add(self, name: str, obj: object, *, source: str | None = None, distribution: str | None = None) -> T:
-        """Register `obj` under `name` (checked by the kind's contract); a clash is an error."""
+    def add(self, name: str, obj: object, *, source: str | None = None, distribution: str | None = None,
+            replace: bool = False) -> T:
+        """Register `obj` under `name` (checked by the kind's contract); a clash is an error unless `replace`
+        (a user's model given again, e.g. redefined in a notebook, replaces its earlier definition)."""
         if not isinstance(name, str) or not name.strip():
             raise PluginError(f"a {self.kind} needs a non-empty name, got {name!r}")
         where = source or source_of(obj)
@@ -92,7 +94,7 @@ class Registry(Generic[T]):
         if old is not None and old.raw is obj:
             return old.obj
         checked = self._check(name, obj) if self._check is not None else obj  # type: ignore[assignment]
-        if old is not None:
+        if old is not None and not replace:
             raise NameClashError(
                 f"{self.kind} name {name!r} is registered twice: by {old.source} and by {where}; rename one of them"
             )

@@ -303,7 +303,7 @@ def test_12_editing_a_claim_or_the_report_retrains_nothing(tmp_path, capsys, mon
 
     claims = ROOT / "compbench" / "claims" / "builtin.py"
     assert claims not in result_code_files() and (ROOT / "compbench" / "report" / "tables.py") not in result_code_files()
-    cells.code_version.cache_clear()
+    cells._code_version.cache_clear()
     capsys.readouterr()
     assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv"]) == 0
     assert "0 cells run, 1 reused" in capsys.readouterr().out

@@ -96,15 +96,21 @@ def package_files(obj: object) -> tuple[str, ...]:
         return ("",)
 
 
-@functools.lru_cache(maxsize=None)
 def code_version(adapter: str, family: str | None = None, encoding: str | None = None) -> str:
     """Hash of compbench's result-producing code plus the packages the adapter, family and encoding come from."""
     from compbench.adapters import get_adapter
 
-    cls = get_adapter(adapter)
-    extra = package_files(cls)
+    return _code_version(get_adapter(adapter), family, encoding)
+
+
+@functools.lru_cache(maxsize=None)
+def _code_version(cls: type, family: str | None, encoding: str | None) -> str:
+    # Keyed by the class, not its name: a user's model given again under the same name (redefined
+    # in a notebook, its file edited) is a new class with its own identity.
+    own = getattr(cls, "__compbench_code__", None)  # a user's model (compbench.adapters.user): its source's digest
+    extra = () if own else package_files(cls)
     if "" in extra:
-        _warn_no_source(adapter, f"{cls.__module__}.{cls.__qualname__}")
+        _warn_no_source(cls.name, f"{cls.__module__}.{cls.__qualname__}")
     if family is not None:
         from compbench.tasks import FAMILIES
 
@@ -114,7 +120,8 @@ def code_version(adapter: str, family: str | None = None, encoding: str | None =
 
         extra += package_files(get_encoding(encoding).encode)
     files = tuple(dict.fromkeys(p for p in extra if p))
-    return _source_hash(tuple(str(p) for p in result_code_files()) + files)
+    digest = _source_hash(tuple(str(p) for p in result_code_files()) + files)
+    return hashlib.sha256(f"{digest}:{own}".encode()).hexdigest()[:12] if own else digest
 
 
 @functools.lru_cache(maxsize=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -453,27 +454,66 @@ def parse_model_args(text: str) -> dict[str, Any]:
     return out
 
 
-def add_adapter_models(loaded: LoadedSuite, patterns: list[str], model_args: dict[str, Any] | None = None) -> list[str]:
-    """Add a model, on every task whose inputs it takes, for each pattern that is an adapter's name but no
-    model of the suite (`compbench run --suite S --model my-arch [--model-args k=v,...]`); returns the names added.
+def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dict[str, Any] | None = None,
+                       tags: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """Add a model, on every task whose inputs it takes, for each pattern that is not a model of the suite
+    but an adapter's name (`--model my-arch`), a reference (`--model file.py:Name`, `pkg.mod:Name`) or,
+    from Python, an object (an Adapter subclass or an nn.Module factory; a dict names them). Returns
+    {pattern as given (str) or object's name: the id of the model added}; `model_args` set their parameters,
+    `tags` are added to the adapter's (e.g. `lazy`, so the suite's `@lazy` claims judge the model).
 
-    Raises SuiteError when such an adapter cannot be built from its defaults and the given args.
+    Raises SuiteError when a reference cannot be loaded or an adapter cannot be built from its
+    defaults and the given args.
     """
     from compbench.adapters import ADAPTERS, UnknownAdapterError, get_adapter
+    from compbench.adapters.user import ModelReferenceError, adapter_for, is_reference, load_reference
 
-    added = []
+    added: dict[str, str] = {}
     where = str(loaded.path or loaded.name)
-    for name in patterns:
-        if any(matches(m.id, [name], m.group) for m in loaded.models):
-            continue
-        if name not in ADAPTERS.names() and not any(name.startswith(p) for p in ADAPTERS.prefixes):
-            continue
+    from compbench.suite.schema import TAG_PATTERN
+
+    bad = [t for t in tags if not re.match(TAG_PATTERN, t)]
+    if bad:
+        raise SuiteError([SuiteIssue(where, None, "--model-tags", f"tags are names of letters, digits, '_', '.', '-': got {bad}")])
+    items: list[tuple[str | None, Any]] = []
+    for pattern in patterns:
+        if isinstance(pattern, dict):
+            items.extend(pattern.items())
+        else:
+            items.append((None, pattern))
+    for given_id, pattern in items:
+        user = None
         try:
-            adapter = get_adapter(name)
-        except UnknownAdapterError as exc:
+            if not isinstance(pattern, str):
+                user = adapter_for(pattern, given_id)
+            elif is_reference(pattern):
+                user = load_reference(pattern, given_id)
+        except ModelReferenceError as exc:
             raise SuiteError([SuiteIssue(where, None, "--model", str(exc))]) from None
+        if user is not None:
+            name, model_id, adapter = str(pattern if isinstance(pattern, str) else user.model_id), user.model_id, user.cls
+            problem = _id_problem(model_id)
+            if problem or any(m.id == model_id for m in loaded.models):
+                raise SuiteError([SuiteIssue(where, None, "--model", (
+                    f"model {model_id!r} from {name}: {problem}" if problem else
+                    f"model {model_id!r} from {name} has the id of a model of suite {loaded.name!r}; "
+                    "rename it (Python: models={'new-id': obj})"))])
+        else:
+            name = model_id = str(pattern)
+            if any(matches(m.id, [name], m.group) for m in loaded.models):
+                continue
+            if name not in ADAPTERS.names() and not any(name.startswith(p) for p in ADAPTERS.prefixes):
+                continue
+            try:
+                adapter = get_adapter(name)
+            except UnknownAdapterError as exc:
+                raise SuiteError([SuiteIssue(where, None, "--model", str(exc))]) from None
+        args = dict(model_args or {})
+        if "networks" in adapter.tags:  # the suite's training settings for added networks, where this adapter has them
+            fields = getattr(adapter.Params, "model_fields", {})
+            args = {**{k: v for k, v in loaded.suite.added_networks.items() if k in fields}, **args}
         try:
-            params = adapter.Params.model_validate(dict(model_args or {}))
+            params = adapter.Params.model_validate(args)
         except ValidationError as exc:
             msgs = "; ".join(f"{format_loc(e['loc'])}: {_message(e)}" if e["loc"] else _message(e) for e in exc.errors())
             raise SuiteError([SuiteIssue(
@@ -484,12 +524,22 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[str], model_args: dic
         seeds = seed_list(loaded.suite.seeds)
         tasks = tuple(t.id for t in loaded.suite.tasks if _produces(t) in adapter.inputs)
         if not tasks:
-            raise SuiteError([SuiteIssue(where, None, "--model", f"adapter {name!r} takes {' or '.join(adapter.inputs)} "
+            raise SuiteError([SuiteIssue(where, None, "--model", f"model {name!r} takes {' or '.join(adapter.inputs)} "
                                          f"inputs; no task of suite {loaded.name!r} has them")])
-        loaded.models.append(ModelSpec(name, name, name, params, dict(model_args or {}), {}, tasks,
-                                       seeds[:1] if adapter.deterministic else seeds, False, tuple(sorted(adapter.tags))))
-        added.append(name)
+        loaded.models.append(ModelSpec(model_id, model_id, adapter.name, params, args, {}, tasks,
+                                       seeds[:1] if adapter.deterministic else seeds, False, tuple(sorted({*adapter.tags, *tags}))))
+        added[name] = model_id
     return added
+
+
+def _id_problem(model_id: str) -> str | None:
+    from compbench.suite.schema import check_id
+
+    try:
+        check_id(model_id)
+    except ValueError as exc:
+        return f"its name is not a usable model id ({exc}); give it one (Python: models={{'my-model': obj}})"
+    return None
 
 
 def _message(err: Any) -> str:

@@ -229,5 +229,10 @@ class Suite(_Strict):
     models: list[ModelEntry] = Field(min_length=1)
     expectations: list[Expectation] = Field(default_factory=list)
     profiles: dict[str, Profile] = Field(default_factory=dict)
+    added_networks: dict[str, Any] = Field(
+        default_factory=dict,
+        description="training parameters of a network added with --model or compbench.evaluate (its adapter's "
+        "defaults otherwise; --model-args override them), so it trains as the suite's own networks do",
+    )
 
     _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))

@@ -1,0 +1,96 @@
+"""Any `torch.nn.Module`, trained and theory-scored: the adapter behind `--model file.py:Name`.
+
+An architecture author writes a factory `build(in_shape, n_out) -> nn.Module` (an `nn.Module`
+class whose `__init__` takes those two arguments is one) and nothing else. `in_shape` is the
+shape of one sample as the task's encoding gives it: `(d,)` for one-hot, k-hot and continuous
+vectors, `(channels, H, W)` for images; `n_out` is the number of outputs the task needs (1 for a
+scalar or ±1 task, K for K outputs or K classes). The module maps a batch `(n, *in_shape)` to
+`(n, n_out)` (or `(n,)` when `n_out` is 1).
+
+Training and theory are the deep-network base's (`compbench.adapters.deep.NetworkAdapter`):
+minibatch Adam or SGD with the adapter's parameters (`--model-args lr=1e-2,epochs=200`), and per
+seed the outputs f₀ and the empirical NTK at initialisation, from which the runner computes the
+lazy-limit prediction for the same split. Seeds train one after another, each from its own
+seeded initialisation and data order, so a seed's result does not depend on the others.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from compbench.adapters.base import Batch
+from compbench.adapters.deep import NetworkAdapter, NetworkParams
+
+if TYPE_CHECKING:
+    import torch
+
+
+class ModuleParams(NetworkParams):
+    """Training and theory settings of a user's module: the deep-network defaults (Adam, lr 1e-3,
+    100 epochs, batch 128, MSE, empirical-NTK theory)."""
+
+
+def check_factory(factory: Callable[..., Any], what: str) -> None:
+    """Raise TypeError unless `factory` can be called as factory(in_shape, n_out)."""
+    try:
+        sig = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin or C callable: trust it, the first call will tell
+        return
+    try:
+        sig.bind(("d",), 1)
+    except TypeError as exc:
+        raise TypeError(
+            f"{what} must take (in_shape, n_out) — the shape of one sample, e.g. (d,) or (channels, H, W), "
+            f"and the number of outputs — but its signature is {sig}: {exc}"
+        ) from None
+
+
+class ModuleAdapter(NetworkAdapter):
+    """Base of adapters made from a module factory: `factory(in_shape, n_out)` builds each seed's network."""
+
+    Params = ModuleParams
+    params: ModuleParams
+    inputs = ("vector", "image")
+    tags = ("networks",)
+    factory: ClassVar[Callable[..., Any] | None] = None
+
+    def build(self, in_shape: tuple[int, ...], n_out: int = 1) -> torch.nn.Module:
+        """The factory's network for samples of shape `in_shape` with `n_out` outputs."""
+        import torch
+
+        factory = type(self).factory
+        if factory is None:
+            raise TypeError(f"adapter {self.name!r} has no module factory (make one with compbench.adapters.user.adapter_for)")
+        net = factory(tuple(in_shape), int(n_out))
+        if not isinstance(net, torch.nn.Module):
+            raise TypeError(f"{_label(factory)}(in_shape={tuple(in_shape)}, n_out={n_out}) returned "
+                            f"{type(net).__name__}, not a torch.nn.Module")
+        if not any(p.requires_grad for p in net.parameters()):
+            raise TypeError(f"{_label(factory)}(in_shape={tuple(in_shape)}, n_out={n_out}) has no trainable parameters")
+        return net
+
+    def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
+        """Inputs of any sample shape as float32 tensors, the targets, and one sample's shape."""
+        import torch
+
+        if train.x.ndim < 2:
+            raise ValueError(f"inputs must have a sample axis and features, got shape {train.x.shape}")
+        if evaluate.x.shape[1:] != train.x.shape[1:]:
+            raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
+        x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
+        x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
+        targets = self._targets(train)
+        dtype = torch.long if targets.dtype.kind in "iu" else torch.float32
+        y_tr = torch.as_tensor(targets, dtype=dtype, device=self.device)
+        return x_tr, x_ev, y_tr, tuple(int(s) for s in train.x.shape[1:])
+
+
+def _label(factory: Callable[..., Any]) -> str:
+    return getattr(factory, "__qualname__", None) or getattr(factory, "__name__", None) or repr(factory)
+
+
+__all__ = ["ModuleAdapter", "ModuleParams", "check_factory"]
