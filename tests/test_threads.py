@@ -243,7 +243,7 @@ def test_compbench_run_with_threads_1_records_it_and_runs_its_cells_on_it(tmp_pa
     def run(*extra: str) -> subprocess.CompletedProcess:
         proc = subprocess.run([sys.executable, "-m", "compbench.cli", "run", "--suite", str(suite), "--results", str(out),
                                "--quiet", "--format", "md", *extra], capture_output=True, text=True, env=probe_env,
-                              cwd=tmp_path, timeout=300)
+                              cwd=tmp_path, timeout=300, check=False)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
 
@@ -262,6 +262,6 @@ def test_the_pytest_plugin_takes_compbench_threads(tmp_path, probe_env):
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "pytest", str(suite), "-p", "no:cacheprovider", "-q",
                            "--compbench-results", str(out), "--compbench-threads", "2"],
-                          capture_output=True, text=True, cwd=tmp_path, env=probe_env, timeout=300)
+                          capture_output=True, text=True, cwd=tmp_path, env=probe_env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {(r.threads, r.info["torch_threads"]) for r in _stored(out)} == {(2, 2)}
