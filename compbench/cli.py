@@ -148,7 +148,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
             progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
             executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
-            cell_timeout=args.cell_timeout,
+            cell_timeout=args.cell_timeout, threads=args.threads,
         )
     except DeviceUnavailableError as exc:
         _err(str(exc))
@@ -253,7 +253,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     if args.seeds is not None:
         seeds_override(loaded, args.seeds, args.seed_start or 0)
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
-    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet)
+    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads)
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
     return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile)
 
@@ -455,6 +455,15 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-models", type=positive_int, metavar="N", help="allow up to N models after sweep expansion")
 
 
+def _threads_option(p: argparse.ArgumentParser) -> None:
+    """`--threads N` of the commands that train (compbench.runner.threads)."""
+    from compbench.runner.threads import MAX_THREADS
+
+    p.add_argument("--threads", type=int_in(0, MAX_THREADS), metavar="N",
+                   help="torch threads per process that trains (default 1 per process, each pool worker included: "
+                        "small tensors gain little from more, and lose much on a busy machine); 0: torch's own default")
+
+
 def _apply_limits(args: argparse.Namespace) -> None:
     from compbench.limits import set_limits
 
@@ -524,6 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model-tags", metavar="TAG,...", help="tags of a model added with --model, beside its adapter's (e.g. lazy: the suite's @lazy claims judge it)")
     run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; any registered writer)")
     _limit_options(run)
+    _threads_option(run)
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
     rep.add_argument("--suite", required=True, help="suite name or path")
@@ -539,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed-start", type=seed_int, help="first seed (with --seeds; default 0)")
         p.add_argument("--profile", help="a named profile of the suite")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+        _threads_option(p)
         _verbosity(p, "no progress display", "every comparison (check) or every recorded cell (baseline record)")
 
     base = sub.add_parser("baseline", help="record baselines for `compbench check`")

@@ -40,7 +40,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--compbench-results", default=None, help="results directory holding the cache (default results/<suite>)")
     group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
     group.addoption("--compbench-profile", default=None, help="apply a named profile of the suite (as `compbench run --profile`)")
+    group.addoption("--compbench-threads", default=None, type=_threads, metavar="N",
+                    help="torch threads in each process that trains cells (as `compbench run --threads`; default 1, "
+                         "0: torch's own default)")
     parser.addini("compbench_suites", type="args", default=[], help="glob patterns of suite YAML files to collect")
+
+
+def _threads(text: str) -> int:
+    from compbench.cli import int_in
+    from compbench.runner.threads import MAX_THREADS
+
+    return int_in(0, MAX_THREADS)(text)
 
 
 class _Progress:
@@ -98,11 +108,15 @@ class SuiteFile(pytest.File):
         """The suite's runner (built once per process, i.e. per xdist worker)."""
         if self._runner is None:
             from compbench.runner.run import SuiteRunner
+            from compbench.runner.threads import plan_for_run
 
             loaded = self.loaded
             cfg = self.config
             out = cfg.getoption("compbench_results") or Path("results") / loaded.name
-            self._runner = SuiteRunner(loaded, Path(out), device=cfg.getoption("compbench_device"))
+            # Cells train in this process (one pytest process, or one per xdist worker): one torch thread
+            # each unless --compbench-threads says otherwise; set as the first cell trains, restored at the end.
+            threads = plan_for_run("local", 1, cfg.getoption("compbench_threads"))
+            self._runner = SuiteRunner(loaded, Path(out), device=cfg.getoption("compbench_device"), threads=threads)
             self.session.config.add_cleanup(self._runner.close)
         return self._runner
 

@@ -86,6 +86,10 @@ class CellRecord:
     n_test: int | None = None
     wall_time: float = 0.0
     determinism: dict[str, Any] = field(default_factory=dict)
+    # torch's intra-op threads in the process that computed it (a record stored before this field: read
+    # from its determinism settings; None where torch was not imported). Not in the cache key: thread
+    # counts change results only by float rounding.
+    threads: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
     version: str | None = None  # the compbench version that computed it (None: unknown, schema 1)
     code: str | None = None  # hash of the code that produced its predictions (None: unknown, schema 1)
@@ -184,6 +188,8 @@ class CellRecord:
             if any(v is None for v in metrics.values()):  # JSON has no NaN in some writers' hands: null is NaN
                 metrics = {k: math.nan if v is None else v for k, v in metrics.items()}
             kwargs["metrics"] = metrics
+            if "threads" not in data:  # stored before the field: its determinism settings counted them
+                kwargs["threads"] = (data.get("determinism") or {}).get("threads")
             return cls(**kwargs)
         if version == 1:
             return _from_v1(data)
@@ -240,11 +246,11 @@ _FIELDS = tuple(f.name for f in fields(CellRecord))
 _FIELD_SET = frozenset(_FIELDS)
 _FLAT_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", "adapter", "seed", "device", "kind",
                 "n_outputs", "n_classes", "status", "n_train", "n_test", "wall_time", "theory_kernel", "theory_objective",
-                "theory_note", "version", "code")
+                "theory_note", "version", "code", "threads")
 # Fields a schema-1 record had only in some records: absent there, None here.
 _OPTIONAL_V1 = frozenset({"error", "per_output", "predictions", "theory_predictions", "theory_kernel", "theory_objective",
                           "theory_note", "n_classes", "params", "version", "code", "kind", "suite", "n_train", "n_test",
-                          "scoring", "samples"})
+                          "scoring", "samples", "threads"})
 # Schema-1 keys that were record fields, not metrics.
 _V1_FIELDS = frozenset(_FIELDS) | {"schema_version", "error_stage", "traceback", "contract_breaks"}
 
@@ -288,6 +294,7 @@ def _from_v1(data: Mapping[str, Any]) -> CellRecord:
         theory_kernel=data.get("theory_kernel"), theory_objective=data.get("theory_objective"),
         theory_note=data.get("theory_note"), n_train=data.get("n_train"), n_test=data.get("n_test"),
         wall_time=float(data.get("wall_time") or 0.0), determinism=dict(data.get("determinism") or {}),
+        threads=(data.get("determinism") or {}).get("threads"),
         info=dict(data.get("info") or {}),
     )
 

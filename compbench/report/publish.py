@@ -232,7 +232,7 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
 # or identifies the run (params and determinism are covered by the key and the code hash).
 _DIGEST_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", "adapter", "seed", "device", "kind",
                   "n_outputs", "n_classes", "n_train", "n_test", "wall_time", "theory_kernel", "theory_objective",
-                  "theory_note", "version", "code", "scoring")
+                  "theory_note", "version", "code", "scoring", "threads")
 
 
 _digest_fields = operator.attrgetter(*_DIGEST_FIELDS)

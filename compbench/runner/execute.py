@@ -19,6 +19,7 @@ from compbench.adapters.base import ContractBreak, Fitted, check_fitted, check_k
 from compbench.records import CellError, CellRecord, Status
 from compbench.runner.cells import Job
 from compbench.runner.device import determinism_settings
+from compbench.runner.threads import current_threads
 from compbench.scoring import score as scoring
 
 
@@ -42,6 +43,7 @@ def _job_identity(job: Job, device: str) -> dict[str, Any]:
         "n_train": int(data.train_mask.sum()),
         "n_test": data.n_test,
         "determinism": determinism_settings(),
+        "threads": current_threads(),
         "version": __version__,
         "code": job.code,
     }

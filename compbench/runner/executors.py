@@ -9,7 +9,6 @@ is recorded as an error for each of its seeds, and the other jobs go on.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import sys
 import time
@@ -24,6 +23,8 @@ from compbench.records import CellRecord
 from compbench.runner.execute import failed_records, run_job
 from compbench.runner.interrupt import kill_and_reap
 from compbench.runner.memory import keep_freed_memory
+from compbench.runner.threads import ThreadPlan, apply_in_worker
+from compbench.runner.threads import usable_cores as _usable_cores
 
 
 class ExecutorUnavailableError(RuntimeError):
@@ -48,8 +49,16 @@ WORKERS_PER_CORE = 2
 
 
 def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity, not the machine's count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """Cores this process may run on (its CPU affinity and cgroup CPU quota, not the machine's count)."""
+    return _usable_cores()
+
+
+def effective_workers(executor: str, workers: int) -> int:
+    """The processes of an executor that train at once on this machine, as far as the thread policy counts
+    them: the pool's size before it meets the jobs (`pool_size`), else one (this process, or a Ray worker)."""
+    if executor != "process" or workers < 1:
+        return 1
+    return min(workers, WORKERS_PER_CORE * usable_cores())
 
 
 def pool_size(workers: int, n_jobs: int) -> int:
@@ -74,19 +83,14 @@ def timeout_message(cell_timeout: float) -> str:
 _WORKER_TASKS: dict[str, PreparedTask] = {}
 
 
-def _worker_init(tasks: dict[str, PreparedTask]) -> None:
+def _worker_init(tasks: dict[str, PreparedTask], threads: ThreadPlan | None = None) -> None:
     # Tasks arrive once per worker (not once per job), so their encodings and additivity fits
     # are built once per process.
     _WORKER_TASKS.update(tasks)
     keep_freed_memory()  # inherited from a forked parent; a Ray worker starts without it
-    # One BLAS/torch thread per worker process: workers already use every core together.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    try:
-        import torch
-
-        torch.set_num_threads(1)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
+    # The run's thread plan (runner.threads; by default one torch/BLAS thread per worker process:
+    # workers already use every core together).
+    apply_in_worker(threads if threads is not None else ThreadPlan(1, 1, "policy"))
 
 
 def _run_in_worker(task_id: str, model: ModelSpec, seeds: tuple[int, ...], keys: tuple[str, ...], code: str,
@@ -102,10 +106,12 @@ def _args(job: Job) -> tuple[Any, ...]:
     return job.task.entry.id, job.model, job.seeds, job.keys, job.code
 
 
-def _run_in_ray(tasks: dict[str, PreparedTask], *args: Any) -> list[CellRecord]:
+def _run_in_ray(tasks: dict[str, PreparedTask], threads: ThreadPlan, *args: Any) -> list[CellRecord]:
     # Ray hands every task the same object-store copy of the prepared tasks.
     if not _WORKER_TASKS:
-        _worker_init(tasks)
+        _worker_init(tasks, threads)
+    else:
+        apply_in_worker(threads)  # a Ray worker process may serve several runs, each with its own plan
     return _run_in_worker(*args)
 
 
@@ -115,7 +121,7 @@ def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[CellReco
         yield i, run_job(job, device)
 
 
-def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str) -> None:
+def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str, threads: ThreadPlan | None = None) -> None:
     """A pool worker: run the jobs sent over `conn` in order, sending back each job's records as it ends.
 
     The parent sends jobs in batches ((index, args) lists) ahead of need, so a worker never waits
@@ -126,7 +132,7 @@ def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str) 
     # stops the workers itself, so a worker never dies mid-send or is recorded as a crashed job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _worker_init(tasks)
+    _worker_init(tasks, threads)
     conn.send(("ready", None, None))
     pending: deque[tuple[int, tuple[Any, ...]]] = deque()
     while True:
@@ -170,9 +176,9 @@ MAX_AHEAD = 32  # also bounds the bytes of queued job arguments in a pipe (about
 class _Worker:
     """One worker process, its pipe, and the jobs it has been sent (the first is running)."""
 
-    def __init__(self, ctx: Any, tasks: dict[str, PreparedTask], device: str) -> None:
+    def __init__(self, ctx: Any, tasks: dict[str, PreparedTask], device: str, threads: ThreadPlan | None = None) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, tasks, device), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, tasks, device, threads), daemon=True)
         self.proc.start()
         child.close()
         self.ready = False
@@ -202,7 +208,7 @@ class _Worker:
 
 
 def run_process_pool(
-    jobs: list[Job], device: str, workers: int, cell_timeout: float | None = None
+    jobs: list[Job], device: str, workers: int, cell_timeout: float | None = None, threads: ThreadPlan | None = None,
 ) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs on `workers` local processes, each sent a few jobs ahead and reporting each job as it ends.
 
@@ -216,7 +222,7 @@ def run_process_pool(
     tasks = _tasks_of(jobs)
     _prepare(tasks)
     queue = deque(range(len(jobs)))
-    pool = [_Worker(ctx, tasks, device) for _ in range(pool_size(workers, len(jobs)))]
+    pool = [_Worker(ctx, tasks, device, threads) for _ in range(pool_size(workers, len(jobs)))]
     per_job = None  # seconds per job, a running average over recent jobs (None: none finished yet)
 
     def replace(k: int, first: list[CellRecord] | None) -> Iterator[tuple[int, list[CellRecord]]]:
@@ -225,7 +231,7 @@ def run_process_pool(
         running, rest = (w.jobs[0], list(w.jobs)[1:]) if w.jobs else (None, [])
         w.jobs.clear()
         queue.extendleft(reversed(rest))
-        pool[k] = _Worker(ctx, tasks, device)
+        pool[k] = _Worker(ctx, tasks, device, threads)
         if running is not None and first is not None:
             yield running, first
 
@@ -302,7 +308,8 @@ def _prepare(tasks: dict[str, PreparedTask]) -> None:
 
 
 def run_ray(
-    jobs: list[Job], device: str, address: str | None = None, gpus_per_job: float = 0.0, cell_timeout: float | None = None
+    jobs: list[Job], device: str, address: str | None = None, gpus_per_job: float = 0.0, cell_timeout: float | None = None,
+    threads: ThreadPlan | None = None,
 ) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs as Ray tasks (a local Ray instance, or the cluster at `address`).
 
@@ -319,6 +326,7 @@ def run_ray(
     # Small cells declare a fraction of a GPU so Ray packs several onto one device. No retries: a
     # job that kills its worker is recorded as an error, not run again three times.
     tasks_ref = ray.put(_tasks_of(jobs))
+    plan = threads if threads is not None else ThreadPlan(1, 1, "policy")
     remote = ray.remote(num_gpus=gpus_per_job if device == "cuda" else 0, max_retries=0)(_run_in_ray)
     limit = max(1, int(ray.cluster_resources().get("CPU", 1))) if cell_timeout else len(jobs)
     queue = deque(range(len(jobs)))
@@ -327,7 +335,7 @@ def run_ray(
         while queue or refs:
             while queue and len(refs) < limit:
                 i = queue.popleft()
-                refs[remote.remote(tasks_ref, *_args(jobs[i]), device)] = (i, time.monotonic())
+                refs[remote.remote(tasks_ref, plan, *_args(jobs[i]), device)] = (i, time.monotonic())
             timeout = None
             if cell_timeout:
                 timeout = max(0.0, min(t for _, t in refs.values()) + cell_timeout - time.monotonic())

@@ -12,10 +12,12 @@ from pathlib import Path
 from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
-from compbench.runner.executors import AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, run_process_pool, run_ray
+from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, effective_workers, run_process_pool,
+                                         run_ray)
 from compbench.runner.execute import run_job
 from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
+from compbench.runner.threads import ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.scoring import score as scoring
 from compbench.store import ResultStore, StoreError
 from compbench.suite import LoadedSuite, matches
@@ -40,6 +42,7 @@ class RunSummary:
     partial: bool = False  # narrowed by model or task patterns: expectations on what did not run are left out
     failed_cell: str | None = None  # with fail_fast: the failed cell the run stopped at ("model on task seed s: message")
     per_job: list[list[CellRecord] | None] = field(default_factory=list)  # each job's records (None: not reached)
+    threads: int | None = None  # torch threads per process that trains (None: torch's default, --threads 0)
 
 
 class SuiteRunner:
@@ -52,9 +55,13 @@ class SuiteRunner:
 
     def __init__(
         self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False, *,
-        resolve: bool = True, writer: bool = False,
+        resolve: bool = True, writer: bool = False, threads: ThreadPlan | None = None,
     ) -> None:
         self.loaded = loaded
+        # torch's threads in this process when a job trains here (runner.threads; default one thread),
+        # set at the first such job, so that a cached run never imports torch; restored by close().
+        self.threads = threads if threads is not None else plan_for_run()
+        self._threads_before: int | None = None
         self.device = resolve_device(device) if resolve else device
         self.store = ResultStore(Path(out_dir) / "store")
         if writer:
@@ -182,7 +189,7 @@ class SuiteRunner:
                 if hit is not None:
                     yield n, hit, True
                     continue
-                _torch_for_training()
+                self.torch_for_training()
                 if self.on_start is not None:
                     self.on_start(jobs[n])
                 start = time.perf_counter()
@@ -193,6 +200,17 @@ class SuiteRunner:
                 yield n, records, False
         finally:
             self.store.release_many(sorted(claimed))
+
+    def torch_for_training(self) -> None:
+        """Import torch and set its threads by the run's plan, before a job trains in this process.
+
+        The device is decided without torch where it can be (runner.device), so a cached run never
+        imports it; a job that trains does, first, so that every record of a run states the same
+        torch version and thread count (`threads`, `determinism`), whichever adapter ran first.
+        """
+        before = apply_in_this_process(self.threads)
+        if self._threads_before is None:
+            self._threads_before = before
 
     def _reusable(self, key: str, code: str) -> bool:
         """A stored record is reused when it did not fail and the same code computed it (else it is stale)."""
@@ -210,16 +228,8 @@ class SuiteRunner:
             pass  # the store is gone or unwritable: the error that stopped the run says so
         finally:
             self.store.close()
-
-
-def _torch_for_training() -> None:
-    """Import torch before the first job trains in this process.
-
-    The device is decided without torch where it can be (runner.device), so a cached run never
-    imports it; a job that trains does, first, so that every record of a run states the same
-    torch version and thread count (`determinism`), whichever adapter ran first.
-    """
-    import torch  # noqa: F401
+            restore(self._threads_before)  # a caller lending its process (run_suite, pytest) gets its count back
+            self._threads_before = None
 
 
 def _execute(
@@ -247,10 +257,10 @@ def _execute(
         return
     if executor == "process":
         if jobs:
-            _torch_for_training()  # once here, inherited by the forked workers (not imported by each)
-        source = run_process_pool(jobs, runner.device, workers, cell_timeout)
+            runner.torch_for_training()  # once here, inherited by the forked workers (not imported by each)
+        source = run_process_pool(jobs, runner.device, workers, cell_timeout, runner.threads)
     else:
-        source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout)
+        source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout, runner.threads)
     for i, recs in source:
         runner.store_records(recs)
         yield i, recs, False
@@ -284,10 +294,14 @@ def run_suite(
     address: str | None = None,
     gpus_per_job: float = 0.25,
     cell_timeout: float | None = None,
+    threads: int | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
 
     `fail_fast` (local executor only): stop after the first job with a failed cell, keeping what finished.
+    `threads`: torch's intra-op threads in each process that trains (None: compbench's policy, one per
+    process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
+    when the run ends.
     """
     start = time.perf_counter()
     if executor not in ("local", "process", "ray"):
@@ -297,10 +311,11 @@ def run_suite(
         raise ValueError(f"fail_fast needs the local executor, got {executor!r}")
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
     select(loaded, model_patterns, task_patterns)
-    runner = SuiteRunner(loaded, out_dir, device, force, writer=True)
+    plan = plan_for_run(executor, effective_workers(executor, workers), threads)
+    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan)
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
-                         partial=bool(model_patterns or task_patterns))
+                         partial=bool(model_patterns or task_patterns), threads=plan.intra)
     results: list[list[CellRecord] | None] = [None] * len(runner.jobs)
     todo: list[int] = []
     with Progress(runner.jobs, loaded.name, enabled=progress, verbose=verbose) as bar:
