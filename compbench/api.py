@@ -115,6 +115,7 @@ def evaluate(
     force: bool = False,
     report: bool = False,
     progress: bool = False,
+    threads: int | None = None,
 ) -> Results:
     """Run a suite (or part of it) and return its results in memory; the Python face of `compbench run`.
 
@@ -126,6 +127,7 @@ def evaluate(
     suite's `added_networks` settings) and `tags` beside their adapter's (e.g. `lazy`). None:
     every model of the suite. `tasks`: task id globs (None: all). `out`: where to keep the store
     (None: a temporary directory, removed on return). `report`: also write the report into `out`.
+    `threads`: torch threads per training process (None: compbench's policy, one; 0: torch's default).
     """
     import time
 
@@ -171,7 +173,7 @@ def evaluate(
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
         summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
-                            task_patterns=task_patterns, progress=progress)
+                            task_patterns=task_patterns, progress=progress, threads=threads)
         if patterns and not summary.jobs:
             raise ValueError(f"models {patterns} match no model of suite {loaded.name} on the tasks selected")
         outcome = outcome_of_run(loaded, summary, profile=profile, partial=summary.partial)
