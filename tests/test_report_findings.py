@@ -288,3 +288,15 @@ def test_robust_limits_keep_the_truth_and_cap_the_reach():
     lim = robust_limits(v, keep=(-1.0, 1.0))
     assert -3.5 < lim.lo < -1 and 1 < lim.hi < 3.5
     assert robust_limits(np.zeros(5)).lo == -0.25  # a constant: a fixed pad
+
+
+def test_docs_findings_example_is_what_the_report_writes(tmp_path):
+    """docs/outputs.md quotes the Findings of its leak-demo suite with `bound: 0.5`: the lines a run writes."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / "outputs.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    (quoted,) = re.findall(r"```text\n(- .*?)```", text, flags=re.S)
+    assert block.count("bound: 0.3}") == 1
+    suite = tmp_path / "leak-demo.yaml"
+    suite.write_text(block.replace("bound: 0.3}", "bound: 0.5}"), encoding="utf-8")
+    assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "out"), "--quiet"]) == 1  # ntk-leaks fails
+    assert _findings_md(tmp_path / "out") == quoted.strip().splitlines()

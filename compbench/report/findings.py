@@ -92,8 +92,14 @@ def predicts(expectation: Any) -> str:
     except Exception:  # params the claim refuses: the description unfilled
         params = None
     text = _fill(doc, claim, params).rstrip(".") if doc else expectation.claim
-    # "Held-out accuracy …" reads on after "predicts:" in lower case; "R² …" keeps its capital
-    return text[0].lower() + text[1:] if len(text) > 1 and text[0].isupper() and text[1].islower() else text
+    # The generic words of the metric claims, named: "A statistic of a metric" → "the mean of additivity".
+    for word, param in (("statistic", "statistic"), ("metric", "metric")):
+        value = getattr(params, param, None)
+        if isinstance(value, str) and value:
+            text = re.sub(rf"\b[Aa] {word}\b", ("the " if word == "statistic" else "") + value, text, count=1)
+    # "Held-out accuracy …" reads on after "predicts:" in lower case; "R² …", "RMSE …" keep their capitals
+    first = text.split(" ", 1)[0]
+    return text[0].lower() + text[1:] if first[:1].isupper() and (len(first) == 1 or first[1:].islower()) else text
 
 
 _BOUND = re.compile(r"^\s*(?P<lhs>.*?)\s*(?P<op>≥|≤|>|<)\s*(?P<bound>[-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*$")
@@ -198,7 +204,7 @@ def finding_parts(f: Finding) -> list[tuple[str, str]]:
     Kinds: `name` (the expectation id), `status`, `text`, `plot` (a plot's name, a link where the plot exists).
     """
     parts: list[tuple[str, str]] = [("name", f.expectation), ("text", f" ({f.claim}) — predicts: {f.predicts}")]
-    if len(f.thresholds) == 1:
+    if len(f.thresholds) == 1 and f.thresholds[0] not in f.predicts:
         parts.append(("text", f" [{f.thresholds[0]}]"))
     parts.append(("text", f". {f.note.rstrip('.')}." if f.note else "."))
     status = {"holds": f"{f.n_pass}/{f.n_total} hold", "known": f"{f.n_pass}/{f.n_total} hold (the rest are known failures)",

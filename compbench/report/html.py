@@ -70,7 +70,8 @@ details.folded summary{cursor:pointer;font-weight:600;margin:.4em 0}
 
 # Sorting: a header is a button (Enter/Space work); the first click sorts best-first by the column's
 # direction (data-dir), the next reverses; numbers (data-v) always before text. Filtering hides rows
-# whose data-model / data-task / data-status do not match, and the leaderboard columns of other tasks.
+# whose data-model / data-task / data-status do not match, and the leaderboard columns of other tasks;
+# a filter, and printing, open the folded rows (passing expectations) so what matches is shown.
 _JS = """
 (function(){
 function key(row,i){var c=row.cells[i];var v=c?c.getAttribute('data-v'):null;
@@ -102,6 +103,7 @@ function apply(){
     r.hidden=!!hide;});
   document.querySelectorAll('[data-col-task]').forEach(function(c){
     c.hidden=!!(t&&c.getAttribute('data-col-task')!==t);});
+  if(m||t||s)unfold();
 }
 [fm,ft,fs].forEach(function(e){if(e){e.addEventListener('input',apply);e.addEventListener('change',apply);}});
 function unfold(){document.querySelectorAll('details.folded').forEach(function(d){d.open=true;});}
