@@ -122,9 +122,10 @@ def test_leaderboard_marks_best_beats_kernel_and_every_failure(published):
     rows = _board_rows((out / "leaderboard.md").read_text(encoding="utf-8"))
     assert list(rows) == ["kern", "net", "boom", "late"]  # suite order, the never-stored model too
     te, add = 0, 1
-    assert rows["net"][te] == "**0.875 ± 0.177 † (1 error)**"  # best, beats its kernel (0.5), one seed failed
-    assert rows["kern"][te] == "0.500 ± 0.000"
-    assert rows["net"][add] == "**0.997 ± 0.000 †**" and rows["kern"][add] == "0.840 ± 0.000"
+    # best, beats its kernel (0.5, shown beside it), one seed failed
+    assert rows["net"][te] == "**0.875 ± 0.177 (theory 0.500) † (1 error)**"
+    assert rows["kern"][te] == "0.500 ± 0.000 (theory 0.500)"
+    assert rows["net"][add] == "**0.997 ± 0.000 (theory 0.840) †**" and rows["kern"][add] == "0.840 ± 0.000 (theory 0.840)"
     assert rows["boom"] == ["skipped", "error"]
     assert rows["late"] == ["missing", ""]  # asked for on te; never on add
     # a claim about a cell with a failed seed is not judged on the seeds that survived
@@ -194,7 +195,7 @@ def test_html_is_one_self_contained_file_with_every_leaderboard_cell(published):
     for row in board.rows:
         for value in row:
             assert value in parser.cells, value
-    assert "0.875 ± 0.177 † (1 error)" in parser.cells and "missing" in parser.cells and "PASS" in parser.cells
+    assert "0.875 ± 0.177 (theory 0.500) † (1 error)" in parser.cells and "missing" in parser.cells and "PASS" in parser.cells
     assert not re.search(r"https?:", text) and "<link" not in text and "<script src" not in text
     images = [r for r in parser.refs if r.startswith("data:image/png;base64,")]
     assert len(images) == len([p for p in paths if p.suffix == ".png"]) == 4

@@ -104,13 +104,14 @@ def test_best_is_not_awarded_at_chance_and_headers_name_the_metric(report):
     out, _, _ = report
     md = (out / "leaderboard.md").read_text()
     board = md.split("## Held-out score\n")[1].split("\n## ")[0]
-    assert "| model   | te (accuracy ↑)   | add (R² ↑)          | cd (accuracy ↑)   |" in board
+    assert re.search(r"\| model +\| te \(accuracy ↑\) +\| add \(R² ↑\) +\| cd \(accuracy ↑\) +\|", board)
     rows = {r[0]: r[1:] for r in _section(md, "Held-out score")}
     # kern on te: 0.500 (one value over both seeds); net: 0.500 ± 0.354: both at chance, so no bold on te
-    assert rows["kern"][0] == "0.500 ± 0.000" and rows["net"][0] == "0.500 ± 0.354"
-    assert rows["net"][1].startswith("**0.99") and rows["kern"][1] == "0.840 ± 0.000"
+    # each beside its theory's score (net's theory: the kernel's 0 on te, 0.840 on add, 1.000 on cd)
+    assert rows["kern"][0] == "0.500 ± 0.000 (theory 0.500)" and rows["net"][0] == "0.500 ± 0.354 (theory 0.500)"
+    assert rows["net"][1].startswith("**0.99") and rows["kern"][1] == "0.840 ± 0.000 (theory 0.840)"
     # cd has 2 held-out cells: kern 1.000 both seeds is best; net 1.000 and 0.5 → 0.75 ± 0.354 is within 2 SE of ½
-    assert rows["kern"][2] == "**1.000 ± 0.000**" and rows["net"][2] == "0.750 ± 0.354"
+    assert rows["kern"][2] == "**1.000 ± 0.000 (theory 1.000)**" and rows["net"][2] == "0.750 ± 0.354 (theory 1.000)"
 
 
 def test_theory_r2_is_na_on_two_cells_and_on_a_constant_theory(report):

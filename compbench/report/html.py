@@ -48,11 +48,16 @@ tr:target th,tr:target td{background:#fff3c4}
 .note{color:#444;font-size:14px;max-width:1100px}
 figure{margin:1em 0}figcaption{color:#444;font-size:14px}
 img{max-width:100%;height:auto;border:1px solid #ddd}
+ul.findings{padding-left:1.2em;max-width:1100px}ul.findings li{margin:.35em 0}
+li.finding.departs{list-style:"\2717  "}li.finding.known{list-style:"\2717  "}li.finding.holds{list-style:"\2713  "}
+.verdict.departs{color:#900;font-weight:bold}.verdict.holds{color:#060}.verdict.known{color:#555}
+details.folded summary{cursor:pointer;font-weight:600;margin:.4em 0}
 [hidden]{display:none!important}
 @media (max-width:600px){body{padding:.3em .6em 1em}h1{font-size:1.3em}.wrap{max-height:70vh}}
 @media print{
  body{max-width:none;padding:0;font-size:10pt}
  nav,.filters,.howto,th a.plot{display:none}
+ details.folded::details-content{content-visibility:visible;display:contents}
  .wrap{overflow:visible;max-height:none;border:0}
  table{width:100%;font-size:7pt;border-collapse:collapse}
  th,td{white-space:normal;overflow-wrap:anywhere;position:static;padding:1px 3px;border:1px solid #999}
@@ -65,7 +70,8 @@ img{max-width:100%;height:auto;border:1px solid #ddd}
 
 # Sorting: a header is a button (Enter/Space work); the first click sorts best-first by the column's
 # direction (data-dir), the next reverses; numbers (data-v) always before text. Filtering hides rows
-# whose data-model / data-task / data-status do not match, and the leaderboard columns of other tasks.
+# whose data-model / data-task / data-status do not match, and the leaderboard columns of other tasks;
+# a filter, and printing, open the folded rows (passing expectations) so what matches is shown.
 _JS = """
 (function(){
 function key(row,i){var c=row.cells[i];var v=c?c.getAttribute('data-v'):null;
@@ -97,8 +103,13 @@ function apply(){
     r.hidden=!!hide;});
   document.querySelectorAll('[data-col-task]').forEach(function(c){
     c.hidden=!!(t&&c.getAttribute('data-col-task')!==t);});
+  if(m||t||s)unfold();
 }
 [fm,ft,fs].forEach(function(e){if(e){e.addEventListener('input',apply);e.addEventListener('change',apply);}});
+function unfold(){document.querySelectorAll('details.folded').forEach(function(d){d.open=true;});}
+window.addEventListener('beforeprint',unfold);
+var pm=window.matchMedia?window.matchMedia('print'):null;
+if(pm&&pm.addEventListener)pm.addEventListener('change',function(e){if(e.matches)unfold();});
 })();
 """
 
@@ -187,15 +198,35 @@ def _filters(tables: list[Table]) -> str:
     )
 
 
-def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "") -> str:
+def table_section_html(t: Table, plot_links: dict[str, str] | None = None) -> str:
+    """A table's body: its rows, and the folded ones (e.g. passing expectations) in a <details> behind their count."""
+    if not any(t.headers):
+        return facts_html(t)
+    if not t.folded:
+        return table_html(t, plot_links)
+    shown = [i for i in range(len(t.rows)) if i not in t.folded]
+    head = table_html(t.subset(shown), plot_links) if shown else ""
+    return (f'{head}<details class="folded"><summary>{html.escape(t.folded_label)}</summary>'
+            f"{table_html(t.subset(sorted(t.folded)), plot_links)}</details>")
+
+
+def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "",
+                findings: Sequence[Any] | None = None) -> str:
     """The whole report as one HTML document with no external references.
 
-    `plots` are objects with `name`, `caption` and `png` (bytes), as from `compbench.report.plots.write_plots`.
+    `plots` are objects with `name`, `caption` and `png` (bytes), as from `compbench.report.plots.write_plots`;
+    `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
     """
+    from compbench.report.findings import FINDINGS_NOTE, html_findings
+
     title = f"{html.escape(suite_name)}: leaderboard"
     anchors = [(t.anchor or _anchor(t.title), t.title) for t in tables] + ([("plots", "Plots")] if plots else [])
-    nav = " ".join(f'<a href="#{a}">{html.escape(s)}</a>' for a, s in anchors)
+    nav = " ".join(f'<a href="#{a}">{html.escape(s)}</a>' for a, s in
+                   ([("findings", "Findings")] if findings is not None else []) + anchors)
     links = _plot_links(plots)
+    findings_section = "" if findings is None else (
+        f'<section aria-labelledby="findings"><h2 id="findings">Findings</h2>'
+        f'<p class="note">{html.escape(FINDINGS_NOTE)}</p>{html_findings(findings, [p.name for p in plots])}</section>')
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">'
@@ -205,6 +236,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         f'<p class="headline">{html.escape(headline)}</p>' if headline else "",
         f'<nav aria-label="Sections">{nav}</nav></header>',
         "<main>",
+        findings_section,
         _filters(tables),
         '<p class="note howto">Click a column header (or focus it and press Enter) to sort by it, best first; again to '
         "reverse. A score links to its cell's seeds, kernel and errors; a task's <em>plot</em> link to its plot.</p>",
@@ -213,7 +245,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         parts.append(f'<section aria-labelledby="{anchor}"><h2 id="{anchor}">{html.escape(t.title)}</h2>')
         if t.note:
             parts.append(f'<p class="note">{html.escape(t.note)}</p>')
-        parts.append((facts_html(t) if not any(t.headers) else table_html(t, links)) + "</section>")
+        parts.append(table_section_html(t, links) + "</section>")
     if plots:
         parts.append('<section aria-labelledby="plots"><h2 id="plots">Plots</h2>')
         for p in plots:

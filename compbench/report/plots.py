@@ -106,29 +106,96 @@ def _note_handle(label: str):  # type: ignore[no-untyped-def]
 
 
 MAX_SCATTER_POINTS = 5000  # per model; more makes multi-megabyte SVGs without showing more
+# Axis limits of the model-vs-theory scatter are robust: the 2nd to 98th percentile of the points, widened to the
+# truth's range (and, for the model axis, the theory axis's), but never beyond that range plus REACH times its span
+# on either side. A point beyond is drawn at the edge (a triangle pointing its way) and counted in the legend, so a
+# few huge predictions (a lazy network's ±10 on ±1 targets) cannot squash the rest of the plot into a line.
+CLIP_QUANTILE = 0.02
+REACH = 1.0
+# Where the theory predicts 0 for several models (kernels on held-out transitive-equivalence pairs), their points
+# would stack on one vertical line: each model gets its own column inside a shaded band around 0 (DODGE of the axis).
+DODGE = 0.3
+EDGE_MARKERS = {(0, 1): "^", (0, -1): "v", (1, 0): ">", (-1, 0): "<"}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One axis's view (lo, hi), padded; a point beyond it is drawn in the padding, at the edge."""
+
+    lo: float
+    hi: float
+    margin: float  # the padding on each side: where points beyond the view are drawn
+
+    def clip(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values moved into the edge margin where beyond the view, −1/0/+1: which side each was beyond)."""
+        side = np.where(v > self.hi, 1, np.where(v < self.lo, -1, 0))
+        inset = 0.4 * self.margin
+        return np.clip(v, self.lo + inset, self.hi - inset), side
+
+
+def robust_limits(values: np.ndarray, keep: tuple[float, float] | None = None, q: float = CLIP_QUANTILE,
+                  reach: float = REACH) -> Limits:
+    """Axis limits for `values`: the q..1−q quantile range, widened to `keep` and capped at `keep` ± reach × its span.
+
+    Padded by 6% of the span on each side (0.25 when the span is under 0.2). Deterministic.
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        lo, hi = keep if keep is not None else (-1.0, 1.0)
+    else:
+        lo, hi = (float(x) for x in np.quantile(v, [q, 1 - q]))
+    if keep is not None:
+        k0, k1 = keep
+        lo, hi = min(lo, k0), max(hi, k1)
+        span = k1 - k0
+        if span > 0:
+            lo, hi = max(lo, k0 - reach * span), min(hi, k1 + reach * span)
+    pad = 0.06 * (hi - lo) if hi - lo > 0.2 else 0.25
+    return Limits(lo - pad, hi + pad, pad)
+
+
+def _span(*ranges: tuple[float, float] | None) -> tuple[float, float] | None:
+    got = [r for r in ranges if r is not None]
+    return (min(r[0] for r in got), max(r[1] for r in got)) if got else None
+
+
+def _range(v: np.ndarray | None) -> tuple[float, float] | None:
+    if v is None:
+        return None
+    v = np.asarray(v, dtype=float)
+    v = v[np.isfinite(v)]
+    return (float(v.min()), float(v.max())) if v.size else None
 
 
 def theory_scatter(  # type: ignore[no-untyped-def]
-    task: str, records: list[Record], test_mask: np.ndarray, colors: dict[str, Any] | None = None, missing: Sequence[str] = ()
+    task: str, records: list[Record], test_mask: np.ndarray, colors: dict[str, Any] | None = None, missing: Sequence[str] = (),
+    truth: np.ndarray | None = None,
 ):
     """Each model's held-out prediction against its own kernel-theory prediction, all seeds (y = x: theory holds).
 
     `missing`: models the suite runs on this task that have no stored record; listed in the legend.
+    `truth`: the task's targets (every cell), whose held-out range both axes always show.
+    Axis limits are robust (`robust_limits`): a point beyond them is drawn at the edge as a triangle and
+    counted in its model's legend entry and in a note. Where several models' theory is 0, each model's
+    points there get a column of their own in a shaded band around 0 (said in the legend).
     """
     records = as_records(records)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.6, 4.8), layout="constrained")
     colors = colors or model_colors(_small_models(records))
-    handles, xs_all, ys_all = [], [], []
+    handles: list[Any] = []
     models = _small_models(records)
     # Kernel machines sit exactly on y = x: draw them last, hollow, so the networks beneath stay visible.
     models.sort(key=lambda m: any(r.adapter == "kernel" for r in records if r.model == m))
+    drawn: list[tuple[int, str, np.ndarray, np.ndarray, bool, str]] = []  # (index, model, theory, prediction, kernel, label)
+    entries: list[tuple[str, Any]] = []  # legend in model order: ("model", index in drawn) or ("note", handle)
     for i, model in enumerate(models):
         recs = [r for r in records if r.model == model]
         failed = _failure_label(model, recs)
         ok = [r for r in _ok(recs) if r.theory_predictions is not None]
         if failed or not ok:
-            handles.append(_note_handle(failed or f"{model}: no theory prediction"))
+            entries.append(("note", _note_handle(failed or f"{model}: no theory prediction")))
             continue
         # vector outputs: every (cell, output) is a point
         th = np.concatenate([np.asarray(r.theory_predictions, dtype=float)[test_mask].ravel() for r in ok])
@@ -136,37 +203,73 @@ def theory_scatter(  # type: ignore[no-untyped-def]
         kernel = all(r.adapter == "kernel" for r in ok)
         r2 = np.mean([r.metrics["theory_r2"] for r in ok if r.metric("theory_r2") is not None] or [math.nan])
         n_err = sum(r.failed for r in recs)
-        label = f"{model} (R² {r2:.3f}" + (f", {n_err} seed(s) failed)" if n_err else ")")
+        label = f"{model} (R² {r2:.3f}" + (f", {n_err} seed(s) failed" if n_err else "")
         if len(th) > MAX_SCATTER_POINTS:  # e.g. 256-pixel outputs: an evenly spaced subset keeps the file small
             stride = math.ceil(len(th) / MAX_SCATTER_POINTS)
             th, pr = th[::stride], pr[::stride]
             label += f", every {stride}th point"
-        color = (colors or {}).get(model, f"C{i % 10}")
-        h = ax.scatter(th, pr, s=40 if kernel else 16, marker=MARKERS[i % len(MARKERS)], label=label,
-                       facecolors="none" if kernel else color, edgecolors=color, linewidths=1.2 if kernel else 0.4,
-                       alpha=0.9 if kernel else 0.55, zorder=3 if kernel else 2)
-        handles.append(h)
         finite = np.isfinite(th) & np.isfinite(pr)
-        xs_all.append(th[finite])
-        ys_all.append(pr[finite])
+        entries.append(("model", len(drawn)))
+        drawn.append((i, model, th[finite], pr[finite], kernel, label))
     big = _big(records)
+    notes = []
     for group in dict.fromkeys(r.group for r in records if r.group in big):
         ok = [r for r in _ok(records) if r.group == group]
         worst = min((r.metrics["theory_r2"] for r in ok if r.metric("theory_r2") is not None), default=math.nan)
         n = len({r.model for r in ok})
-        handles.append(_note_handle(f"{group}: {n}-model sweep not drawn (worst R² {worst:.3f})"))
-    handles += [_note_handle(f"{m}: missing (no stored result)") for m in missing]
-    if any(len(v) for v in xs_all):
-        # Each axis spans its own data (a theory that predicts a constant would otherwise squash the plot).
-        (x0, x1), (y0, y1) = (_padded(np.concatenate(v)) for v in (xs_all, ys_all))
-        lim = (min(x0, y0), max(x1, y1))
+        notes.append(_note_handle(f"{group}: {n}-model sweep not drawn (worst R² {worst:.3f})"))
+    notes += [_note_handle(f"{m}: missing (no stored result)") for m in missing]
+    if any(len(d[2]) for d in drawn):
+        xs, ys = np.concatenate([d[2] for d in drawn]), np.concatenate([d[3] for d in drawn])
+        held = _range(np.asarray(truth)[test_mask].ravel() if truth is not None else None)
+        xl = robust_limits(xs, held)
+        yl = robust_limits(ys, _span(held, (xl.lo + xl.margin, xl.hi - xl.margin)))
+        # Models whose theory is 0 at some point: one column each, in a band around 0.
+        scale = max(1.0, float(np.max(np.abs(xs))))
+        at_zero = [k for k, d in enumerate(drawn) if np.any(np.abs(d[2]) <= 1e-9 * scale)]
+        step = DODGE * (xl.hi - xl.lo) / max(len(at_zero), 1) if len(at_zero) > 1 else 0.0
+        offsets = {k: (n - (len(at_zero) - 1) / 2) * step for n, k in enumerate(at_zero)}
+        n_clipped = 0
+        model_handles = []
+        for i, model, th, pr, kernel, label in drawn:
+            k = len(model_handles)
+            shift = np.where(np.abs(th) <= 1e-9 * scale, offsets.get(k, 0.0), 0.0)
+            x, sx = xl.clip(th + shift)
+            y, sy = yl.clip(pr)
+            out = (sx != 0) | (sy != 0)
+            n_clipped += int(out.sum())
+            color = (colors or {}).get(model, f"C{i % 10}")
+            text = label + (f", {int(out.sum())} beyond the axes)" if out.any() else ")")
+            h = ax.scatter(x[~out], y[~out], s=40 if kernel else 16, marker=MARKERS[i % len(MARKERS)], label=text,
+                           facecolors="none" if kernel else color, edgecolors=color, linewidths=1.2 if kernel else 0.4,
+                           alpha=0.9 if kernel else 0.55, zorder=3 if kernel else 2)
+            for (ax_side, ay_side), marker in EDGE_MARKERS.items():
+                # y beyond wins the marker (a point beyond both is drawn in the corner, pointing up or down)
+                pick = out & ((sy == ay_side) if ay_side else ((sy == 0) & (sx == ax_side)))
+                if pick.any():
+                    ax.scatter(x[pick], y[pick], s=30, marker=marker, color=color, edgecolors="black", linewidths=0.5,
+                               zorder=4, clip_on=False)
+            model_handles.append(h)
+        handles = [model_handles[ref] if kind == "model" else ref for kind, ref in entries] + notes
+        lim = (min(xl.lo, yl.lo), max(xl.hi, yl.hi))
         handles.append(ax.plot(lim, lim, "k--", lw=1, label="y = x (model = theory)", zorder=1)[0])
-        ax.set_xlim(x0, x1)
-        ax.set_ylim(y0, y1)
+        if step:
+            half = step * len(at_zero) / 2
+            ax.axvspan(-half, half, color="0.93", zorder=0)
+            from matplotlib.patches import Patch
+
+            handles.append(Patch(color="0.93", label=f"theory = 0 for {len(at_zero)} models: one column each "
+                                                     "(x spread, not theory)"))
+        if n_clipped:
+            handles.append(_note_handle(f"▲▼◀▶ at the edge: {n_clipped} of {len(xs)} points beyond the axes"))
+        ax.set_xlim(xl.lo, xl.hi)
+        ax.set_ylim(yl.lo, yl.hi)
         if _kind(records) == "classification":
             ax.axhline(0, color="0.8", lw=0.8, zorder=0)
             ax.axvline(0, color="0.8", lw=0.8, zorder=0)
     else:
+        handles = [ref if kind == "note" else _note_handle(f"{drawn[ref][1]}: no finite prediction") for kind, ref in entries]
+        handles += notes
         ax.text(0.5, 0.5, "no scored model on this task", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("kernel-theory prediction (held-out cells)")
     ax.set_ylabel("model prediction (held-out cells)")
@@ -174,12 +277,6 @@ def theory_scatter(  # type: ignore[no-untyped-def]
                  "R² = agreement with the theory)", fontsize=10)
     ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
     return fig
-
-
-def _padded(v: np.ndarray) -> tuple[float, float]:
-    lo, hi = float(v.min()), float(v.max())
-    pad = 0.06 * (hi - lo) if hi - lo > 0.2 else 0.25
-    return lo - pad, hi + pad
 
 
 def grid_heatmaps(  # type: ignore[no-untyped-def]
@@ -399,7 +496,8 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
         data = make_task(entry.family, **entry.params)
         if any(r.theory_predictions is not None for r in _ok(recs)) or not _ok(recs):
             yield (f"theory-{entry.id}", f"{entry.id}: each model's held-out predictions against its kernel-theory prediction",
-                   theory_scatter(entry.id, recs, data.test_mask, colors, missing))
+                   theory_scatter(entry.id, recs, data.test_mask, colors, missing,
+                                  None if data.n_classes else np.asarray(data.y, dtype=float)))
         if data.n_components == 2 and (not data.vector_output or data.n_classes):
             no_sweep = [m for m in missing if not next(s for s in asked if s.id == m).sweep_values]
             yield (f"grid-{entry.id}", f"{entry.id}: truth and predictions on the conjunction grid",

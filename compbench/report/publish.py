@@ -220,6 +220,9 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
     for src in sorted(Path(__file__).parent.glob("*.py")):  # the report's own code: a fixed bug redraws
         h.update(src.read_bytes())
     h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats)).encode())
+    from compbench.report.findings import predicts  # the Findings quote each claim's description: an edit redraws
+
+    h.update(repr([predicts(e) for e in loaded.suite.expectations]).encode())
     for r in records:
         h.update(_record_text(r).encode())
         for k in _ARRAYS:

@@ -55,11 +55,32 @@ class Table:
     row_ids: dict[int, str] = field(default_factory=dict)  # row → its anchor (link target)
     row_header: bool = True  # the first column names the row
     html_only: bool = False  # left out of the markdown (e.g. per-cell details)
+    folded: frozenset[int] = frozenset()  # rows shown collapsed behind `folded_label` (e.g. passing expectations)
+    folded_label: str = ""
+
+    def _markdown(self, rows: Iterable[int]) -> str:
+        cells = [[f"**{md_cell(c)}**" if (i, j) in self.best else md_cell(c) for j, c in enumerate(self.rows[i])] for i in rows]
+        return tabulate(cells, headers=[md_cell(h) for h in self.headers], tablefmt="github", disable_numparse=True)
 
     def markdown(self) -> str:
-        """GitHub markdown (best cells in bold; every cell through `md_cell`, so suite text stays text)."""
-        rows = [[f"**{md_cell(c)}**" if (i, j) in self.best else md_cell(c) for j, c in enumerate(row)] for i, row in enumerate(self.rows)]
-        return tabulate(rows, headers=[md_cell(h) for h in self.headers], tablefmt="github", disable_numparse=True)
+        """GitHub markdown of the rows not folded (best cells in bold; every cell through `md_cell`, so suite text stays
+        text); "" when every row is folded."""
+        shown = [i for i in range(len(self.rows)) if i not in self.folded]
+        return self._markdown(shown) if shown or not self.folded else ""
+
+    def folded_markdown(self) -> str:
+        """GitHub markdown of the folded rows ("" when none)."""
+        return self._markdown(sorted(self.folded)) if self.folded else ""
+
+    def subset(self, rows: Sequence[int]) -> Table:
+        """These rows (in this order) as a table of their own, unfolded; emphasis, sort keys, links and ids follow them."""
+        new = {old: k for k, old in enumerate(rows)}
+        return Table(self.title, self.note, self.headers, [self.rows[i] for i in rows],
+                     frozenset((new[i], j) for i, j in self.best if i in new),
+                     {(new[i], j): v for (i, j), v in self.sort_keys.items() if i in new}, self.anchor, self.directions,
+                     self.col_tasks, [self.row_meta[i] for i in rows if i < len(self.row_meta)],
+                     {(new[i], j): v for (i, j), v in self.links.items() if i in new},
+                     {new[i]: v for i, v in self.row_ids.items() if i in new}, self.row_header, self.html_only)
 
 
 def _score_metric(rec: CellRecord) -> str:
@@ -174,6 +195,8 @@ class CellStats:
         if self.status in ("error", "skipped", MISSING):
             return self.status
         vals = f"{self.mean:.3f}" if self.n_ok == 1 or math.isnan(self.std) else f"{self.mean:.3f} ± {self.std:.3f}"
+        if not math.isnan(self.theory_mean):  # the model's own kernel theory, scored the same way, beside it
+            vals += f" (theory {self.theory_mean:.3f})"
         mark = f" {BEATS_KERNEL}" if self.beats_kernel else ""
         failed = (f" ({self.n_error} error)" if self.n_error else "") + (f" ({self.n_skipped} skipped)" if self.n_skipped else "")
         return vals + mark + failed
@@ -330,7 +353,9 @@ def leaderboard(
         f"counts ½), R² against the truth for regression tasks; sweeps of more than {BIG_SWEEP} models: over their "
         "members. Best per column in bold, but only a score significantly above chance "
         f"({'; '.join(chances) or 'none here'}): mean − chance > {CHANCE_SE:g} standard errors over seeds, "
-        f"or > {CHANCE_ONE_SEED:g} with one seed (never one at or below chance). {BEATS_KERNEL} = beats its own kernel-theory score by more than 2 "
+        f"or > {CHANCE_ONE_SEED:g} with one seed (never one at or below chance). `(theory x)`: the same metric of the "
+        "model's own kernel-theory prediction for the same split (mean over seeds), where the model has one. "
+        f"{BEATS_KERNEL} = beats its own kernel-theory score by more than 2 "
         "standard errors over seeds (needs ≥ 2 seeds). `error`: every seed failed; `(n error)`: n seeds failed; "
         "`skipped`: invalid model (e.g. a non-PSD kernel); `missing`: the suite asks for the cell but no result is "
         "stored; blank: the suite does not run this model on this task."
@@ -533,13 +558,22 @@ def sweep_table(records: list[CellRecord]) -> Table | None:
 
 
 def expectations_table(verdicts: list[Verdict]) -> Table:
-    """Each claim checked: subject, task, measured value, threshold, PASS/FAIL."""
+    """Each claim checked: subject, task, measured value, threshold, PASS/FAIL/XFAIL; passing rows folded behind their count."""
     rows = [[v.expectation, v.claim, v.subject, v.task, f"{v.measured:.4g}", v.threshold, v.status, v.detail] for v in verdicts]
     headers = ["expectation", "claim", "model", "task", "measured", "threshold", "verdict", "detail"]
     keys = {(i, 4): v.measured for i, v in enumerate(verdicts) if not math.isnan(v.measured)}
     meta = [{"model": v.subject, "task": v.task, "status": v.status} for v in verdicts]
-    note = "" if verdicts else "No expectations were judged (the suite has none, or only part of it ran)."
-    return Table("Expectations", note, headers, rows, sort_keys=keys, row_meta=meta)
+    passing = frozenset(i for i, v in enumerate(verdicts) if v.passed)
+    n_other = len(verdicts) - len(passing)
+    if not verdicts:
+        note = "No expectations were judged (the suite has none, or only part of it ran)."
+    elif n_other:
+        note = (f"{n_other} verdict{'s' if n_other > 1 else ''} failing (FAIL) or failing as the suite declares (XFAIL) "
+                f"first; the {len(passing)} passing one{'s' if len(passing) != 1 else ''} folded below.")
+    else:
+        note = f"Every verdict passes; the {len(passing)} of them are folded below."
+    return Table("Expectations", note, headers, rows, sort_keys=keys, row_meta=meta, folded=passing,
+                 folded_label=f"{len(passing)} passing expectation{'s' if len(passing) != 1 else ''}" if passing else "")
 
 
 def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Sequence[tuple[str, str]] = ()) -> Table:
@@ -619,13 +653,24 @@ def report_tables(ctx: Any) -> list[Table]:
     return tables
 
 
-def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "") -> str:
-    """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title."""
+def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "",
+                    findings: Sequence[Any] | None = None) -> str:
+    """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title.
+
+    `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
+    """
+    from compbench.report.findings import markdown_findings
+
     lines = [f"# {md_text(suite_name)}: leaderboard", ""] + ([md_text(headline), ""] if headline else [])
+    if findings is not None:
+        lines += markdown_findings(findings, plot_files=bool(plots))
     for t in tables:
         if t.html_only:
             continue
-        lines += [f"## {t.title}", ""] + ([t.note, ""] if t.note else []) + [t.markdown(), ""]
+        body = t.markdown()
+        lines += [f"## {t.title}", ""] + ([t.note, ""] if t.note else []) + ([body, ""] if body else [])
+        if t.folded:
+            lines += ["<details>", f"<summary>{md_text(t.folded_label)}</summary>", "", t.folded_markdown(), "", "</details>", ""]
     if plots:
         lines += ["## Plots", ""]
         for name, caption in plots:

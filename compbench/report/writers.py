@@ -65,6 +65,13 @@ class ReportContext:
 
         return write_plots(self.out_dir if "png" in self.formats else None, self.loaded, self.records)
 
+    def findings(self, plots: list[str] | tuple[str, ...] = ()) -> list[Any]:
+        """One finding per judged expectation (compbench.report.findings), linked to those of `plots` that show it."""
+        from compbench.report.findings import findings
+
+        families = {t.id: t.family for t in self.loaded.suite.tasks}
+        return findings(self.loaded.suite.expectations, self.verdicts, plots, families)
+
     @cached_property
     def tasks(self) -> dict[str, Any]:
         """Task id → its TaskData (cells, targets, split, labels)."""
@@ -117,7 +124,8 @@ class MarkdownWriter(Reporter):
         from compbench.report.tables import markdown_report
 
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
-        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx)))]
+        found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
+        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found))]
 
 
 @register_reporter("csv")
@@ -148,7 +156,8 @@ class HtmlWriter(Reporter):
         from compbench.report.html import html_report
         from compbench.report.legend import headline
 
-        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx)))]
+        found = ctx.findings([p.name for p in ctx.plots])
+        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found))]
 
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")
