@@ -231,3 +231,37 @@ def test_references_are_told_from_adapter_names():
     assert not is_reference("timm:resnet18") and not is_reference("mlp") and not is_reference("mlp-rich")
     with pytest.raises(ModelReferenceError, match="expected path/to/file.py:Name"):
         load_reference("gated.py")
+
+
+def _gated():
+    scope: dict = {}
+    exec(compile(GATED, "<test>", "exec"), scope)
+    return scope["GatedMLP"]
+
+
+def test_seeds_train_stacked_as_each_would_alone():
+    kw = dict(tasks=["add-extrap"], seeds=3)
+    alone = compbench.evaluate("kernel-limits", models={"g": _gated()}, model_args={"steps": 300, "stack_seeds": "never"}, **kw)
+    stacked = compbench.evaluate("kernel-limits", models={"g": _gated()}, model_args={"steps": 300}, **kw)
+    for a, b in zip(alone.records, stacked.records):
+        assert a.info["seeds_stacked"] is False and b.info["seeds_stacked"] is True
+        assert a.info["steps"] == b.info["steps"] and a.info["epochs"] == b.info["epochs"]  # the same stop by loss_tol
+        np.testing.assert_allclose(b.predictions, a.predictions, rtol=0, atol=1e-4)  # float32 rounding of batched kernels
+        np.testing.assert_array_equal(b.theory_predictions, a.theory_predictions)  # f₀ and eNTK per seed, untouched
+
+
+@pytest.mark.parametrize("layer, why", [("torch.nn.BatchNorm1d(8)", "buffers"), ("torch.nn.Dropout(0.5)", "torch.vmap cannot run")])
+def test_a_module_that_cannot_stack_trains_seed_by_seed_and_says_why(layer, why):
+    import torch
+
+    def net(in_shape, n_out):
+        return torch.nn.Sequential(torch.nn.Linear(in_shape[0], 8), eval(layer), torch.nn.ReLU(), torch.nn.Linear(8, n_out))
+
+    res = compbench.evaluate("kernel-limits", models=[net], tasks=["add-extrap"], seeds=2, model_args={"steps": 20})
+    assert res.passed
+    for r in res.records:
+        assert r.info["seeds_stacked"] is False and why in r.info["seeds_stacked_why"]
+    never = compbench.evaluate("kernel-limits", models=[net], tasks=["add-extrap"], seeds=2,
+                               model_args={"steps": 20, "stack_seeds": "never"})
+    for a, b in zip(res.records, never.records):
+        np.testing.assert_array_equal(a.predictions, b.predictions)  # the fallback is exactly the one-by-one path

@@ -10,20 +10,23 @@ scalar or ±1 task, K for K outputs or K classes). The module maps a batch `(n, 
 Training and theory are the deep-network base's (`compbench.adapters.deep.NetworkAdapter`):
 minibatch Adam or SGD with the adapter's parameters (`--model-args lr=1e-2,epochs=200`), and per
 seed the outputs f₀ and the empirical NTK at initialisation, from which the runner computes the
-lazy-limit prediction for the same split. Seeds train one after another, each from its own
-seeded initialisation and data order, so a seed's result does not depend on the others.
+lazy-limit prediction for the same split. Each seed has its own seeded initialisation and data
+order; the seeds of a cell train at once where the module allows it (`stack_seeds: auto`,
+`compbench.training.stacked_functional`), else one after another, and either way a seed's result
+is the one it gets alone, up to float rounding (`info.seeds_stacked` says which ran).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
-from compbench.adapters.base import Batch
-from compbench.adapters.deep import NetworkAdapter, NetworkParams
+from compbench.adapters.base import Batch, Fitted
+from compbench.adapters.deep import NetworkAdapter, NetworkParams, seeded_rng
 
 if TYPE_CHECKING:
     import torch
@@ -32,6 +35,13 @@ if TYPE_CHECKING:
 class ModuleParams(NetworkParams):
     """Training and theory settings of a user's module: the deep-network defaults (Adam, lr 1e-3,
     100 epochs, batch 128, MSE, empirical-NTK theory)."""
+
+    stack_seeds: Literal["auto", "never"] = Field(
+        default="auto",
+        description="auto: train a cell's seeds at once (torch.func.functional_call over stacked parameters) when the "
+        "module allows it (no buffers, no random ops; not with lr_ntk, which gives each seed its own rate), one by one "
+        "otherwise; never: one by one",
+    )
 
 
 def check_factory(factory: Callable[..., Any], what: str) -> None:
@@ -72,6 +82,38 @@ class ModuleAdapter(NetworkAdapter):
         if not any(p.requires_grad for p in net.parameters()):
             raise TypeError(f"{_label(factory)}(in_shape={tuple(in_shape)}, n_out={n_out}) has no trainable parameters")
         return net
+
+    def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
+        """One network per seed; the seeds trained at once when the module allows it (`stack_seeds`)."""
+        from compbench.training.minibatch import train_minibatch
+        from compbench.training.stacked_functional import CannotStack, train_stacked
+
+        p = self.params
+        if p.stack_seeds == "never" or len(seeds) < 2 or p.lr_ntk is not None:
+            fitted = super().fit_seeds(train, evaluate, seeds)
+            why = "stack_seeds: never" if p.stack_seeds == "never" else "one seed" if len(seeds) < 2 else "lr_ntk: a rate per seed"
+            for f in fitted:
+                f.info.update(seeds_stacked=False, seeds_stacked_why=why)
+            return fitted
+        x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
+        outputs = self._outputs(train)
+        nets = [self._init(seed, in_shape, outputs) for seed in seeds]
+        at_init = [self._at_init(net, x_tr, x_ev, y_tr, outputs) for net in nets]
+        options = self._train_options(at_init[0])
+        why = ""
+        try:
+            results = train_stacked(nets, x_tr, y_tr, list(seeds), **options)
+        except CannotStack as exc:
+            why = str(exc)
+            nets = [self._init(seed, in_shape, outputs) for seed in seeds]  # untouched copies: a failed try may have run
+            results = []
+            for seed, net in zip(seeds, nets):
+                with seeded_rng(seed, self.device):
+                    results.append(train_minibatch(net, x_tr, y_tr, seed=seed, **options))
+        fitted = [self._fitted(net, r, x_ev, a, options["lr"]) for net, r, a in zip(nets, results, at_init)]
+        for f in fitted:
+            f.info.update(seeds_stacked=not why, **({"seeds_stacked_why": why} if why else {}))
+        return fitted
 
     def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
         """Inputs of any sample shape as float32 tensors, the targets, and one sample's shape."""
