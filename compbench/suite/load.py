@@ -304,6 +304,15 @@ def _apply_profile(data: dict[str, Any], name: str, lines: LineMap) -> None:
                 raise SuiteError([lines.issue(("profiles", name, field, entry_id), f"profile names unknown {what} {entry_id!r}")])
             entry = entries[ids.index(entry_id)]
             entry["params"] = {**(entry.get("params") or {}), **overrides}
+    tasks = [e for e in data.get("tasks", []) if isinstance(e, dict)]
+    ids = [e.get("id") for e in tasks]
+    for task_id, overrides in profile.encodings.items():
+        if task_id != "*" and task_id not in ids:
+            raise SuiteError([lines.issue(("profiles", name, "encodings", task_id), f"profile names unknown task {task_id!r}")])
+        for entry in tasks if task_id == "*" else [tasks[ids.index(task_id)]]:
+            encoding = entry.get("encoding", "onehot")
+            base = {"name": encoding} if isinstance(encoding, str) else dict(encoding or {})
+            entry["encoding"] = {**base, **overrides}
 
 
 def parse_suite(

@@ -215,6 +215,10 @@ class Profile(_Strict):
     task_params: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="task id -> params merged over that task's family params"
     )
+    encodings: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="task id -> encoding params merged over that task's encoding (e.g. {source: mnist-5k}); '*' for every task",
+    )
 
     _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))
 
