@@ -266,8 +266,9 @@ def test_bundled_suites_solves_equal_the_old_lstsq_path(suite: str, monkeypatch:
     today's kernels and solve against the old kernels (two-pass recursion, arccos diagonal) and
     old solve, i.e. how much a stored prediction moves. `solve` must stay within 1e-9 of the
     predictions' scale. `total` also carries the diagonal's correction (the old arccos diagonal was
-    off by up to ~1e-8, which a solve amplifies by the Gram's conditioning): measured up to 2.7e-9
-    on modular-teacher's NTK cells (n_train 1728), 1e-10 or less elsewhere; bounded here by 1e-7.
+    off by up to ~1e-8, which a solve amplifies by the Gram's conditioning): measured 1.4e-7 on
+    slot-decoder's slot-additive kernel, 3.3e-9 on modular-teacher, 4.9e-8 on relu NTKs of the
+    images suite's digits, ≤ 1e-10 on kernel-limits and redundant-input; bounded here by 1e-6.
     """
     cells = list(_images_cells() if suite == "kernel-limits-images" else _suite_kernel_cells(suite, per_model=3))
     assert cells, f"no min-norm kernel cells found in {suite}"
@@ -282,5 +283,5 @@ def test_bundled_suites_solves_equal_the_old_lstsq_path(suite: str, monkeypatch:
         print(f"{suite} {label}: n_train={len(K_tr)} solve={solve:.2e} total={total:.2e}")
         worst_solve, worst_total = max(worst_solve, solve), max(worst_total, total)
         assert solve < 1e-9, label
-        assert total < 1e-7, label
+        assert total < 1e-6, label
     print(f"{suite}: {len(cells)} cells, max relative difference solve={worst_solve:.2e} total={worst_total:.2e}")
