@@ -8,7 +8,7 @@ from compbench.theory.additivity import (
     irrelevant_share,
     pooled_score,
 )
-from compbench.theory.analytic import relu_nngp, relu_ntk, standard_mlp_ntk
+from compbench.theory.analytic import relu_kernels, relu_nngp, relu_ntk, standard_mlp_ntk
 from compbench.theory.ntk import empirical_ntk
 from compbench.theory.ntk_matvec import ntk_cg_regression, ntk_matvec
 from compbench.theory.overlap import (
@@ -24,7 +24,7 @@ from compbench.theory.overlap import (
     pattern_table,
     resolve_weights,
 )
-from compbench.theory.regression import DEFAULT_RCOND, kernel_regression, kernel_svm, kernel_svr
+from compbench.theory.regression import DEFAULT_RCOND, SymmetricFactor, kernel_regression, kernel_svm, kernel_svr
 from compbench.theory.salience import kernel_by_overlap, memorization_leak_slope, saliences
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "AdditivityFit",
     "ConjunctionLabel",
     "NotPSDError",
+    "SymmetricFactor",
     "Weights",
     "additivity_score",
     "irrelevant_share",
@@ -53,6 +54,7 @@ __all__ = [
     "overlap_grid_eigenvalues",
     "overlap_kernel",
     "pattern_table",
+    "relu_kernels",
     "relu_nngp",
     "relu_ntk",
     "resolve_weights",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["relu_nngp", "relu_ntk", "standard_mlp_ntk"]
+__all__ = ["relu_kernels", "relu_nngp", "relu_ntk", "standard_mlp_ntk"]
 
 
 def _inputs(x_a: np.ndarray, x_b: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -15,39 +15,101 @@ def _inputs(x_a: np.ndarray, x_b: np.ndarray | None) -> tuple[np.ndarray, np.nda
     return a, b
 
 
+def _same_inputs(a: np.ndarray, b: np.ndarray, x_b: object) -> bool:
+    """Whether K(a, b) is a symmetric Gram: no second input, or one equal to the first."""
+    return x_b is None or b is a or (a.shape == b.shape and np.array_equal(a, b))
+
+
 def _relu_moments(
-    q_aa: np.ndarray, q_bb: np.ndarray, q_ab: np.ndarray
+    q_aa: np.ndarray, q_bb: np.ndarray, q_ab: np.ndarray, diagonal: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """E[relu(u)relu(v)] and E[relu'(u)relu'(v)] for centred Gaussians; also the diagonals."""
+    """E[relu(u)relu(v)] and E[relu'(u)relu'(v)] for centred Gaussians; also the diagonals.
+
+    `diagonal`: the block's entries (i, i + diagonal) pair an input with itself (a block of a
+    symmetric Gram starting `diagonal` columns right of its first row); there θ = 0 and the
+    moments are set to their closed form, E = q/2 and Ė = 1/2 (0 for a zero-variance input),
+    instead of going through arccos(1 − a few ulp) ≈ 1e-8.
+    """
     norm = np.sqrt(np.outer(q_aa, q_bb))
     # A zero-variance pre-activation is identically 0: relu' = 0 there, as in torch.
     live = norm > 0
-    cos = np.clip(np.divide(q_ab, norm, out=np.zeros_like(q_ab), where=live), -1.0, 1.0)
+    cos = np.divide(q_ab, norm, out=np.zeros_like(q_ab), where=live)
+    np.clip(cos, -1.0, 1.0, out=cos)
     theta = np.arccos(cos)
-    e = norm * (np.sin(theta) + (np.pi - theta) * cos) / (2 * np.pi)
-    e_dot = np.where(live, (np.pi - theta) / (2 * np.pi), 0.0)
+    # sin θ = √((1 − c)(1 + c)): one square root instead of a sine (equal to a few ulp, no
+    # cancellation at c ≈ ±1 since 1 ∓ c is exact there).
+    sin = np.sqrt((1.0 - cos) * (1.0 + cos))
+    np.subtract(np.pi, theta, out=theta)  # θ → π − θ
+    e = theta * cos
+    e += sin
+    e *= norm
+    e /= 2 * np.pi
+    theta /= 2 * np.pi
+    e_dot = np.where(live, theta, 0.0)
+    if diagonal is not None:
+        rows = np.arange(min(len(q_aa), len(q_bb) - diagonal))
+        e[rows, rows + diagonal] = q_aa[rows] / 2
+        e_dot[rows, rows + diagonal] = np.where(q_aa[rows] > 0, 0.5, 0.0)
     # x = x': θ = 0 gives E = q/2 exactly (avoids arccos round-off on the diagonal).
     return e, e_dot, q_aa / 2, q_bb / 2
 
 
-def _relu_recursion(
-    x_a: np.ndarray, x_b: np.ndarray | None, depth: int, sigma_w2: float, sigma_b2: float
+# Rows of the Gram processed at once: the recursion's temporaries of one block stay in cache.
+_BLOCK_ELEMENTS = 1 << 16
+
+
+def relu_kernels(
+    x_a: np.ndarray,
+    x_b: np.ndarray | None = None,
+    depth: int = 1,
+    sigma_w2: float = 2.0,
+    sigma_b2: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """(NNGP Σ^depth, NTK Θ^depth) of an NTK-parameterised ReLU MLP with `depth` hidden layers, in one pass.
+
+    One arc-cosine recursion gives both kernels. A symmetric Gram (`x_b` None or equal to `x_a`)
+    is computed on its upper triangle and mirrored, so it is exactly symmetric, and its diagonal
+    is the closed form: Σ(x, x) and Θ(x, x) follow from the scalar recursion on |x|² (θ = 0).
+    """
     if depth < 0:
         raise ValueError(f"depth (number of hidden layers) must be ≥ 0, got {depth}")
     a, b = _inputs(x_a, x_b)
+    symmetric = _same_inputs(a, b, x_b)
+    if symmetric:
+        b = a
     d = a.shape[1]
-    s_ab = sigma_w2 * (a @ b.T) / d + sigma_b2
-    s_aa = sigma_w2 * np.einsum("ij,ij->i", a, a) / d + sigma_b2
-    s_bb = sigma_w2 * np.einsum("ij,ij->i", b, b) / d + sigma_b2
-    ntk = s_ab.copy()
-    for _ in range(depth):
-        e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab)
-        s_ab = sigma_w2 * e + sigma_b2
-        s_aa = sigma_w2 * e_aa + sigma_b2
-        s_bb = sigma_w2 * e_bb + sigma_b2
-        ntk = ntk * (sigma_w2 * e_dot) + s_ab
-    return s_ab, ntk
+    na, nb = a.shape[0], b.shape[0]
+    gram = a @ a.T if symmetric else a @ b.T  # a @ a.T: one BLAS syrk, exactly symmetric
+    s_aa0 = sigma_w2 * np.einsum("ij,ij->i", a, a) / d + sigma_b2
+    s_bb0 = s_aa0 if symmetric else sigma_w2 * np.einsum("ij,ij->i", b, b) / d + sigma_b2
+    nngp = np.empty((na, nb))
+    ntk = np.empty((na, nb))
+    step = max(1, _BLOCK_ELEMENTS // max(1, nb))
+    for r0 in range(0, na, step):
+        r1 = min(na, r0 + step)
+        c0 = r0 if symmetric else 0  # a symmetric Gram: the block's columns from its diagonal on
+        s_ab = sigma_w2 * gram[r0:r1, c0:] / d + sigma_b2
+        s_aa, s_bb = s_aa0[r0:r1], s_bb0[c0:]
+        if symmetric:
+            rows = np.arange(r1 - r0)
+            s_ab[rows, rows] = s_aa  # the diagonal from the norms, as the recursion below keeps it
+        k = s_ab.copy()
+        for _ in range(depth):
+            e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab, 0 if symmetric else None)
+            e *= sigma_w2
+            e += sigma_b2
+            s_ab = e
+            s_aa = sigma_w2 * e_aa + sigma_b2
+            s_bb = sigma_w2 * e_bb + sigma_b2
+            e_dot *= sigma_w2
+            k *= e_dot
+            k += s_ab
+        nngp[r0:r1, c0:] = s_ab
+        ntk[r0:r1, c0:] = k
+        if symmetric and r1 < nb:
+            nngp[r1:, r0:r1] = s_ab[:, r1 - c0 :].T
+            ntk[r1:, r0:r1] = k[:, r1 - c0 :].T
+    return nngp, ntk
 
 
 def relu_nngp(
@@ -57,8 +119,8 @@ def relu_nngp(
     sigma_w2: float = 2.0,
     sigma_b2: float = 0.0,
 ) -> np.ndarray:
-    """NNGP kernel Σ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers."""
-    return _relu_recursion(x_a, x_b, depth, sigma_w2, sigma_b2)[0]
+    """NNGP kernel Σ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers (see relu_kernels)."""
+    return relu_kernels(x_a, x_b, depth, sigma_w2, sigma_b2)[0]
 
 
 def relu_ntk(
@@ -68,8 +130,8 @@ def relu_ntk(
     sigma_w2: float = 2.0,
     sigma_b2: float = 0.0,
 ) -> np.ndarray:
-    """NTK Θ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers."""
-    return _relu_recursion(x_a, x_b, depth, sigma_w2, sigma_b2)[1]
+    """NTK Θ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers (see relu_kernels)."""
+    return relu_kernels(x_a, x_b, depth, sigma_w2, sigma_b2)[1]
 
 
 def standard_mlp_ntk(
@@ -93,12 +155,15 @@ def standard_mlp_ntk(
     if depth < 0:
         raise ValueError(f"depth (number of hidden layers) must be ≥ 0, got {depth}")
     a, b = _inputs(x_a, x_b)
+    symmetric = _same_inputs(a, b, x_b)
     d = a.shape[1]
     s2 = float(init_scale) ** 2
     H = float(width)
-    inp_ab = a @ b.T
+    inp_ab = a @ a.T if symmetric else a @ b.T
     inp_aa = np.einsum("ij,ij->i", a, a)
-    inp_bb = np.einsum("ij,ij->i", b, b)
+    inp_bb = inp_aa if symmetric else np.einsum("ij,ij->i", b, b)
+    if symmetric:  # the exact diagonal (θ = 0 in every layer), as in relu_kernels
+        np.fill_diagonal(inp_ab, inp_aa)
     bias_in = s2 / (3 * d) if bias else 0.0
     q_ab = 2 * s2 / d * inp_ab + bias_in
     q_aa = 2 * s2 / d * inp_aa + bias_in
@@ -107,7 +172,7 @@ def standard_mlp_ntk(
     inputs = [inp_ab]  # a^{l-1}·a'^{l-1} for l = 1..L+1
     e_dots = []  # Ė_l for l = 1..L
     for _ in range(depth):
-        e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab)
+        e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, 0 if symmetric else None)
         inputs.append(H * e)
         e_dots.append(e_dot)
         q_ab = 2 * s2 * e + bias_hidden

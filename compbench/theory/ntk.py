@@ -166,11 +166,24 @@ def _generic_ntk(
                 break
             jb = ja if (symmetric and j == i) else jac_b(j)
             block = gram(ja, jb)
+            if symmetric and j == i:
+                block = _mirror_upper(block)
             ra, rb = _rows(sa, R), _rows(sb, R)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
     return K
+
+
+def _mirror_upper(block: torch.Tensor) -> torch.Tensor:
+    """A diagonal block of a symmetric Gram from its upper triangle: exactly symmetric.
+
+    A matrix product A·Aᵀ need not be bitwise symmetric (the two halves may be summed in other
+    orders); the kernel of a sample pair must not depend on which comes first.
+    """
+    import torch
+
+    return torch.triu(block) + torch.triu(block, 1).T
 
 
 def _rows(s: slice, r: int) -> slice:
@@ -597,6 +610,8 @@ def _structured_ntk(
             for la, lb in zip(fa, fb):
                 if la is not None and lb is not None:
                     block += _pair(la, lb, pair_budget)
+            if symmetric and j == i:
+                block = _mirror_upper(block)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
@@ -659,6 +674,9 @@ def empirical_ntk(
     A module with outputs (n, K): `outputs="trace"` gives the output-averaged kernel
     (1/K) Σ_k J_k J_kᵀ (N_a × N_b); `outputs="full"` every pair of outputs, (N_a·K × N_b·K),
     row i·K + k = sample i, output k. A module with one scalar per sample ignores `outputs`.
+
+    K(x, x) (`x_b` None, or equal to `x_a`) is a symmetric Gram: only its blocks on one side of the
+    diagonal are computed and the rest mirrored, so it is exactly symmetric.
     """
     import torch
 
@@ -680,6 +698,8 @@ def empirical_ntk(
         xa = xa.to(ref.dtype)
     if xb is not None and xb.is_floating_point():
         xb = xb.to(ref.dtype)
+    if xb is not None and (xb is xa or (xb.shape == xa.shape and xb.dtype == xa.dtype and torch.equal(xb, xa))):
+        xb = None  # K(x, x): a symmetric Gram, one triangle computed and mirrored
 
     with eval_mode(module):
         n_out = _output_width(module, xa if xa.shape[0] or xb is None else xb)

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["DEFAULT_RCOND", "kernel_regression", "kernel_svm", "kernel_svr"]
+__all__ = ["DEFAULT_RCOND", "SymmetricFactor", "is_symmetric", "kernel_regression", "kernel_svm", "kernel_svr"]
 
 # Relative singular-value cutoff of the min-norm solve. Gram matrices of exactly rank-deficient
 # kernels (e.g. a purely additive overlap kernel) carry round-off "eigenvalues" of a few n·ε·λ_max;
@@ -31,6 +31,70 @@ def _gram_pair(K_train: np.ndarray, K_cross: np.ndarray) -> tuple[np.ndarray, np
     return Kt, Kc
 
 
+class SymmetricFactor:
+    """A symmetric Gram's eigendecomposition K = V diag(w) Vᵀ, computed once and reused.
+
+    Every min-norm solve (any number of right-hand sides) is then two matrix products, and the
+    smallest eigenvalue (a PSD check) comes for free.
+    """
+
+    def __init__(self, K: np.ndarray) -> None:
+        """Factor K (square and exactly symmetric, else ValueError)."""
+        Kt = np.asarray(K, dtype=np.float64)
+        if Kt.ndim != 2 or Kt.shape[0] != Kt.shape[1]:
+            raise ValueError(f"K must be square, got shape {Kt.shape}")
+        if not is_symmetric(Kt):
+            raise ValueError("SymmetricFactor needs an exactly symmetric matrix")
+        self.shape = Kt.shape
+        self.w, self.V = np.linalg.eigh(Kt)
+
+    @property
+    def smallest(self) -> float:
+        """The smallest eigenvalue (inf for an empty matrix)."""
+        return float(self.w[0]) if self.w.size else float("inf")
+
+    def pinv_apply(self, r: np.ndarray, rcond: float = DEFAULT_RCOND) -> np.ndarray:
+        """K⁺ r with lstsq's cutoff: eigen-directions with |λ| ≤ rcond·max|λ| count as zero.
+
+        The singular values of a symmetric K are |λ|, so this is the cutoff `np.linalg.lstsq(K, r,
+        rcond)` applies to them (gelsd: σ ≤ rcond·σ_max is zero), made on the same spectrum.
+        """
+        if not self.w.size:
+            return np.zeros_like(r, dtype=np.float64)
+        mag = np.abs(self.w)
+        keep = mag > rcond * mag.max()
+        V = self.V[:, keep]
+        coef = V.T @ r
+        coef /= self.w[keep] if coef.ndim == 1 else self.w[keep][:, None]
+        return V @ coef
+
+
+def is_symmetric(K: np.ndarray) -> bool:
+    """K equals its transpose bitwise (symmetric Grams of compbench's kernels are built so)."""
+    return K.ndim == 2 and K.shape[0] == K.shape[1] and bool(np.array_equal(K, K.T))
+
+
+def _dual_coefficients(
+    Kt: np.ndarray, residual: np.ndarray, ridge: float, rcond: float, factor: SymmetricFactor | None
+) -> np.ndarray:
+    """α with (K + ridge·I) α = r: min-norm (K⁺ r) at ridge 0, one factorisation for all columns of r."""
+    if ridge == 0:
+        if factor is None and is_symmetric(Kt):
+            factor = SymmetricFactor(Kt)
+        if factor is not None:
+            return factor.pinv_apply(residual, rcond)
+        return np.linalg.lstsq(Kt, residual, rcond=rcond)[0]  # a non-symmetric K: SVD least squares
+    A = Kt + ridge * np.eye(Kt.shape[0])
+    if is_symmetric(A):
+        import scipy.linalg
+
+        try:
+            return scipy.linalg.cho_solve(scipy.linalg.cho_factor(A, lower=True, check_finite=False), residual, check_finite=False)
+        except np.linalg.LinAlgError:
+            pass  # not positive definite (an indefinite K): LU below, as before
+    return np.linalg.solve(A, residual)
+
+
 def kernel_regression(
     K_train: np.ndarray,
     K_cross: np.ndarray,
@@ -40,14 +104,26 @@ def kernel_regression(
     f0_cross: np.ndarray | None = None,
     *,
     rcond: float = DEFAULT_RCOND,
+    factor: SymmetricFactor | None = None,
 ) -> np.ndarray:
-    """f = f0_cross + K_cross (K_train + ridge·I)⁻¹ (y_train − f0_train); min-norm at ridge 0."""
+    """f = f0_cross + K_cross (K_train + ridge·I)⁻¹ (y_train − f0_train); min-norm at ridge 0.
+
+    Solved at matrix-product speed: at ridge 0 through K_train's symmetric eigendecomposition
+    (`factor`, when the caller has one, else computed here) with `np.linalg.lstsq`'s cutoff
+    (eigen-directions with |λ| ≤ rcond·max|λ| dropped: the same rank decision); at ridge > 0 by
+    Cholesky. Every target column shares the one factorisation. A K_train that is not exactly
+    symmetric takes the SVD least squares (ridge 0) or an LU solve (ridge > 0) instead.
+    """
     Kt, Kc = _gram_pair(K_train, K_cross)
     if not ridge >= 0:
         raise ValueError(f"ridge must be ≥ 0, got {ridge}")
     y = _targets(y_train, Kt.shape[0], "y_train")
     residual = y if f0_train is None else y - np.asarray(f0_train, dtype=np.float64)
-    if ridge == 0:
+    if factor is not None and factor.shape != Kt.shape:
+        raise ValueError(f"factor is of a {factor.shape} matrix, K_train is {Kt.shape}")
+    if np.isfinite(Kt).all() and np.isfinite(residual).all():
+        alpha = _dual_coefficients(Kt, residual, ridge, rcond, factor)
+    elif ridge == 0:  # non-finite input: what it always did (lstsq raises LinAlgError, solve gives NaN)
         alpha = np.linalg.lstsq(Kt, residual, rcond=rcond)[0]
     else:
         alpha = np.linalg.solve(Kt + ridge * np.eye(Kt.shape[0]), residual)
