@@ -118,11 +118,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             spec = next(m for m in loaded.models if m.id == model_id)
             from_suite = {k: v for k, v in spec.raw_params.items() if k in suite_settings and k not in model_args}
             dropped = sorted(k for k in suite_settings if k not in spec.raw_params) if "networks" in spec.tags else []
-            shown = ", ".join(f"{k}={v}" for k, v in spec.raw_params.items()) or "its default parameters"
+            shown = f"parameters {args.model_args}" if args.model_args else "its default parameters"
+            if from_suite:
+                shown += (" and" if args.model_args else ",") + " the suite's added_networks " + ",".join(f"{k}={v}" for k, v in from_suite.items())
             what = f"adapter {given!r}" if given == model_id else f"model {model_id!r} from {given}"
             print(f"adding {what} with {shown} on every task of {loaded.name} whose inputs it takes"
-                  + (f" ({', '.join(from_suite)} from the suite's added_networks)" if from_suite else "")
-                  + (f"; it has no {', '.join(dropped)} (suite settings it does not take)" if dropped else ""))
+                  + (f" (not {', '.join(dropped)}: its adapter does not take them)" if dropped else ""))
         if any(given != model_id for given, model_id in added_ids.items()) and args.executor == "ray":
             _err("a model from a file or module (--model file.py:Name) runs on the local or process executor; "
                  "Ray workers cannot import it: package it with an entry point (docs/extending.md) to use Ray")

@@ -86,9 +86,8 @@ def from_file(work) -> Path:
     """The gated MLP run from its file through the CLI."""
     done = cli("run", "--suite", "kernel-limits", "--model", "gated_mlp.py:GatedMLP", *QUICK, "--results", str(work / "file"), cwd=work)
     assert done.returncode == 0, done.stderr
-    assert ("adding model 'GatedMLP' from gated_mlp.py:GatedMLP with optimizer=adam, lr=0.01, steps=150, batch_size=128, "
-            "loss_tol=0.0001 on every task of kernel-limits whose inputs it takes (optimizer, lr, batch_size, loss_tol from "
-            "the suite's added_networks)") in done.stdout
+    assert ("adding model 'GatedMLP' from gated_mlp.py:GatedMLP with parameters steps=150 and the suite's added_networks "
+            "optimizer=adam,lr=0.01,batch_size=128,loss_tol=0.0001 on every task of kernel-limits whose inputs it takes") in done.stdout
     return work / "file"
 
 
