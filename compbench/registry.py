@@ -93,11 +93,11 @@ class Registry(Generic[T]):
         old = self._entries.get(name)
         if old is not None and old.raw is obj:
             return old.obj
-        checked = self._check(name, obj) if self._check is not None else obj  # type: ignore[assignment]
-        if old is not None and not replace:
+        if old is not None and not replace:  # refused before the kind's check runs: a check may name what it accepts
             raise NameClashError(
                 f"{self.kind} name {name!r} is registered twice: by {old.source} and by {where}; rename one of them"
             )
+        checked = self._check(name, obj) if self._check is not None else obj  # type: ignore[assignment]
         self._entries[name] = Entry(name, checked, where, distribution, obj)  # type: ignore[arg-type]
         return checked  # type: ignore[return-value]
 

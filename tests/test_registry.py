@@ -118,3 +118,21 @@ def test_timm_prefix_is_a_resolver_and_there_is_no_import_cycle():
         warnings.simplefilter("ignore")
         cls = ADAPTERS.get("timm:test_resnet")
     assert cls.name == "timm:test_resnet" and "networks" in cls.tags and cls.inputs == ("image",)
+
+
+def test_a_refused_or_second_registration_never_renames_what_is_registered():
+    """A clash is refused before the kind's check runs, and a claim's name lives on its instance: registering
+    the class of `above` under a taken name, or under a second name, leaves `above` named `above` (a verdict
+    of `above` was once labelled `at_chance` after a clashing plugin's check renamed the shared class)."""
+    from compbench.claims import CLAIMS
+    from compbench.claims.builtin import Above
+    from compbench.registry import NameClashError
+
+    with pytest.raises(NameClashError):
+        CLAIMS.add("at_chance", Above)
+    assert CLAIMS.get("above").name == "above" and CLAIMS.get("at_chance").name == "at_chance"
+    try:
+        alias = CLAIMS.add("above-alias-for-test", Above)
+        assert alias.name == "above-alias-for-test" and CLAIMS.get("above").name == "above"
+    finally:
+        CLAIMS._entries.pop("above-alias-for-test", None)

@@ -103,7 +103,7 @@ def _check_claim(name: str, obj: object) -> Claim:
     if bad:
         raise PluginError(f"claim {name!r}: kinds may name {', '.join(TASK_KINDS)}, got {sorted(bad)}")
     instance = obj()
-    type(instance).name = name
+    instance.name = name  # the instance's, not the class's: a class registered twice keeps each name
     return instance
 
 
