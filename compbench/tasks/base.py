@@ -86,6 +86,9 @@ class TaskData:
     # regresses). Names "f=v" form one-hot blocks of a factor f scored as a class. Enables the per-factor
     # metrics (scoring/metrics.factor_metrics).
     output_names: tuple[str, ...] = ()
+    # Whether the runner fits the conjunction-wise additivity decomposition (its features grow with every
+    # subset of components: a family may switch it off for many-component grids, where it is costly).
+    additivity: bool = True
 
     def label(self, c: int, v: int) -> str:
         """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
