@@ -25,7 +25,7 @@ def held_out(task) -> set[tuple[int, ...]]:
 def test_all_builtin_families_registered():
     assert set(FAMILIES) == {
         "additive", "context_dependence", "transitive_equivalence", "associative_inference", "symmetry", "transitive_ordering",
-        "table", "redundant_input", "modular_teacher", "slot_render",
+        "table", "redundant_input", "modular_teacher", "slot_render", "sprites",
     }
 
 
