@@ -241,7 +241,7 @@ def test_unknown_family_lists_known_names():
         make_task("context_dependance")
     msg = str(err.value)
     assert "did you mean 'context_dependence'?" in msg
-    assert "known: additive, associative_inference, context_dependence, modular_teacher, redundant_input, slot_render, symmetry, table, transitive_equivalence" in msg
+    assert "known: additive, associative_inference, context_dependence, modular_teacher, redundant_input, slot_render, sprites, symmetry, table, transitive_equivalence" in msg
     assert isinstance(err.value, ValueError)
     with pytest.raises(UnknownFamilyError, match=r"unknown task family 'zzz'; known: additive"):
         family_params_model("zzz")
