@@ -52,7 +52,7 @@ def test_docs_refusal_text_is_the_real_one():
 def test_docs_measured_numbers_are_the_published_ones():
     rows = list(csv.DictReader(open(ROOT / "results" / "factor-grid" / "records.csv", encoding="utf-8")))
     doc = DOCS.read_text(encoding="utf-8")
-    for model, label in (("relu-ntk", "ReLU NTK on pixels"), ("convnet", "small CNN")):
+    for model, label in (("relu-ntk", "ReLU NTK on pixels"), ("convnet", "small CNN"), ("probe", "frozen-feature probe")):
         (line,) = [ln for ln in doc.splitlines() if ln.startswith(f"| {label}")]
         shown = [float(c.replace("−", "-")) for c in line.strip("|").split("|")[1:]]
         for task, value in zip(("random", "composition", "interpolation", "extrapolation"), shown):
