@@ -18,7 +18,7 @@ DOCS = ROOT / "docs" / "factor-grid.md"
 
 
 def docs_suite() -> str:
-    (block,) = re.findall(r"```yaml\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.S)
+    (block,) = re.findall(r"```yaml\n(.*?)```", DOCS.read_text(encoding="utf-8"), re.DOTALL)
     return "name: docs\nseeds: 1\ntasks:\n" + "".join("  " + line + "\n" for line in block.splitlines()) + (
         "models:\n  - {id: ntk, adapter: kernel, params: {kernel: relu_ntk}}\n"
     )
@@ -50,7 +50,8 @@ def test_docs_refusal_text_is_the_real_one():
 
 
 def test_docs_measured_numbers_are_the_published_ones():
-    rows = list(csv.DictReader(open(ROOT / "results" / "factor-grid" / "records.csv", encoding="utf-8")))
+    with open(ROOT / "results" / "factor-grid" / "records.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
     doc = DOCS.read_text(encoding="utf-8")
     for model, label in (("relu-ntk", "ReLU NTK on pixels"), ("convnet", "small CNN"), ("probe", "frozen-feature probe")):
         (line,) = [ln for ln in doc.splitlines() if ln.startswith(f"| {label}")]

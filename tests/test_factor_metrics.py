@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compbench.scoring.metric_facts import METRICS, direction_of, metric_allowed, theory_partner
+from compbench.scoring.metric_facts import (
+    METRICS,
+    direction_of,
+    metric_allowed,
+    theory_partner,
+)
 from compbench.scoring.metrics import factor_metrics
 
 # 6 cells; output a is a factor in [0, 1], c=0 / c=1 a one-hot class block

@@ -12,7 +12,8 @@ from compbench.tasks import make_task
 from compbench.testing import check_adapter
 from compbench.theory.regression import kernel_regression
 
-SMALL = dict(scales=3, orientations=2, orientation_range=1.5707963267948966, positions_x=3, positions_y=3, targets=["scale", "x", "y"])
+SMALL = {"scales": 3, "orientations": 2, "orientation_range": 1.5707963267948966, "positions_x": 3, "positions_y": 3,
+         "targets": ["scale", "x", "y"]}
 
 
 def test_conformance():
@@ -35,7 +36,7 @@ def test_theory_equals_the_probe_to_1e_8():
 def test_through_the_runner(tmp_path):
     text = (
         "name: probe\nseeds: 1\ntasks:\n"
-        f"  - {{id: c, family: sprites, params: {{scales: 3, orientations: 2, positions_x: 3, positions_y: 3, "
+        "  - {id: c, family: sprites, params: {scales: 3, orientations: 2, positions_x: 3, positions_y: 3, "
         "split: {rule: corner, values: {scale: 2, x: 2}}}, encoding: {name: sprites, size: 16}}\n"
         "models:\n  - {id: probe, adapter: frozen_probe, params: {channels: [4], width: 128}}\n"
     )

@@ -90,7 +90,7 @@ def test_heart_matches_hand_drawn_mask():
 def test_position_y_runs_up():
     low, high = one(0, y=0.3, ss=4, half=0.1), one(0, y=0.7, ss=4, half=0.1)
     rows = np.arange(8)
-    centre = lambda im: float((im.sum(axis=1) * rows).sum() / im.sum())  # noqa: E731
+    centre = lambda im: float((im.sum(axis=1) * rows).sum() / im.sum())
     assert centre(high) < centre(low)  # higher y: nearer the top rows
 
 
@@ -194,7 +194,7 @@ def test_split_rule_errors(rule, kw, message):
 
 
 def test_sprites_extrapolation_needs_the_declared_opt_in():
-    small = dict(scales=3, orientations=2, positions_x=3, positions_y=2)
+    small = {"scales": 3, "orientations": 2, "positions_x": 3, "positions_y": 2}
     split = {"rule": "beyond", "values": {"scale": 2}}
     with pytest.raises(TaskParamError, match="allow_unseen_values"):
         make_task("sprites", split=split, **small)
