@@ -7,6 +7,7 @@ from compbench.adapters import resnet as _resnet  # noqa: F401  (registers "resn
 from compbench.adapters import vit as _vit  # noqa: F401  (registers "vit")
 from compbench.adapters import hypernet as _hypernet  # noqa: F401  (registers "hypernet")
 from compbench.adapters import slot_decoder as _slot_decoder  # noqa: F401  (registers "slot_decoder")
+from compbench.adapters import frozen_probe as _frozen_probe  # noqa: F401  (registers "frozen_probe")
 from compbench.adapters import timm_models as _timm  # noqa: F401  (resolves "timm:<name>" on demand)
 from compbench.adapters import module as _module  # noqa: F401  (any nn.Module factory: trains the user's models)
 from compbench.adapters import user as _user  # noqa: F401  (file.py:Name / module:Name / objects → adapters)

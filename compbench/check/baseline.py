@@ -25,6 +25,7 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "heldout_r2": {"k": 2.5, "floor": 0.02},
     "theory_r2": {"k": 2.5, "floor": 0.02},
     "additivity": {"k": 2.5, "floor": 0.02},
+    "factor_r2": {"k": 2.5, "floor": 0.02},  # tasks with named factor outputs (sprites): mean per-factor R²
     "count_perfect": {"k": 2.5, "floor": 0.0},
     "mean_heldout": {"k": 2.5, "floor": 0.01},
 }
@@ -207,7 +208,7 @@ def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str
         else:
             entry["model"] = recs[0].model
             entry["keys"] = sorted(r.key for r in recs)
-            for metric in (score, "theory_r2", "additivity"):
+            for metric in (score, "theory_r2", "additivity", "factor_r2"):
                 na = sorted({r.not_applicable[metric] for r in ok if metric in r.not_applicable})
                 if na:
                     entry.setdefault("not_applicable", {})[metric] = "; ".join(na)

@@ -22,7 +22,7 @@ from compbench.claims.base import (
     unusable,
 )
 from compbench.records import as_records
-from compbench.scoring.metric_facts import METRICS, theory_partner
+from compbench.scoring.metric_facts import METRICS, PER_FACTOR, theory_partner
 
 
 class MatchesKernelParams(ClaimParams):
@@ -146,7 +146,7 @@ class BoundParams(ClaimParams):
 
 class _Bound(Claim):
     Params = BoundParams
-    metrics = tuple(METRICS)
+    metrics = tuple(METRICS) + tuple(PER_FACTOR)  # a per-factor metric is named base.factor (factor_slope.scale)
     sign = 1.0  # +1: must be ≥ bound; −1: must be ≤ bound
 
     def judge(self, params: BoundParams, expectation: str, subject: Subject) -> Verdict:
@@ -190,7 +190,8 @@ class Ordered(Claim):
     Params = OrderedParams
     per_cell = False
     metrics = ("heldout_acc", "train_acc", "heldout_r2", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc", "separation",
-               "irrelevant_share", "theory_irrelevant_share")
+               "irrelevant_share", "theory_irrelevant_share", "factor_r2", "theory_factor_r2", "factor_slope", "theory_factor_slope",
+               "class_acc", "theory_class_acc")
 
     def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:
         listed = expectation.tasks if params.over == "tasks" else expectation.models

@@ -38,6 +38,8 @@ class PreparedTask:
 
         if self.data.train_mask.all():  # an iid control trains every cell: nothing is held out to decompose
             return None
+        if not self.data.additivity:  # the family declares the fit off (many components: costly)
+            return None
         return AdditivityFit(self.data.cells, self.data.train_mask)
 
 

@@ -33,7 +33,50 @@ def _facts(*facts: MetricFact) -> dict[str, MetricFact]:
     return {f.name: f for f in facts}
 
 
-METRICS: dict[str, MetricFact] = _facts(
+class _Metrics(dict):
+    """The metric facts by name; a per-factor name `base.factor` (factor_r2.scale) resolves from its base's fact."""
+
+    def __missing__(self, name: str) -> MetricFact:
+        fact = per_factor_fact(name)
+        if fact is None:
+            raise KeyError(name)
+        return fact
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self[name] if name in self else default
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (isinstance(name, str) and per_factor_fact(name) is not None)
+
+
+# Per-factor metrics of a task that names its outputs (TaskData.output_names, e.g. `sprites`): the
+# record carries `base.factor` for every factor (factor_r2.scale, factor_slope.x, class_acc.shape).
+PER_FACTOR: dict[str, MetricFact] = _facts(
+    MetricFact("factor_r2", "held-out R² against the factor's variance over the whole grid", "higher", "regression", "theory_factor_r2", 0.0),
+    MetricFact("factor_slope", "held-out slope of prediction vs truth", None, "regression", "theory_factor_slope"),
+    MetricFact("class_acc", "held-out accuracy as a class (largest one-hot output)", "higher", "regression", "theory_class_acc"),
+    MetricFact("theory_factor_r2", "held-out R² of the theory against the factor's variance", "higher", "regression", needs_theory=True),
+    MetricFact("theory_factor_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
+    MetricFact("theory_class_acc", "held-out accuracy of the theory as a class", "higher", "regression", needs_theory=True),
+)
+
+
+def per_factor_fact(name: str) -> MetricFact | None:
+    """The fact of a per-factor metric `base.factor` (None when `name` is not one)."""
+    base, dot, factor = name.partition(".")
+    fact = PER_FACTOR.get(base)
+    if not dot or not factor or fact is None:
+        return None
+    theory = f"{fact.theory}.{factor}" if fact.theory else None
+    return MetricFact(name, f"{fact.label}: {factor}", fact.direction, fact.kind, theory, fact.chance, fact.needs_theory)
+
+
+def metric_allowed(metric: str, allowed: tuple[str, ...]) -> bool:
+    """Whether a claim that takes `allowed` metrics takes `metric` (a per-factor name when its base is allowed)."""
+    return metric in allowed or metric.partition(".")[0] in allowed and per_factor_fact(metric) is not None
+
+
+METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     MetricFact("heldout_acc", "held-out accuracy", "higher", ("classification", "multiclass"), "theory_acc", 0.5),
     MetricFact("train_acc", "training accuracy", "higher", ("classification", "multiclass")),
     MetricFact("heldout_margin", "held-out margin y·f", "higher", "classification"),
@@ -52,7 +95,11 @@ METRICS: dict[str, MetricFact] = _facts(
     MetricFact("theory_irrelevant_share", "irrelevant share of the theory", "lower", "any", needs_theory=True),
     MetricFact("theory_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
     MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True),
-)
+    # the mean over the regressed factors of factor_r2.<factor> (Schott et al. 2022's score), and its theory's
+    MetricFact("factor_r2", "mean per-factor held-out R² (against each factor's variance over the whole grid)", "higher",
+               "regression", "theory_factor_r2", 0.0),
+    MetricFact("theory_factor_r2", "mean per-factor held-out R² of the theory", "higher", "regression", needs_theory=True),
+))
 
 # Statistics `check` computes over a big sweep's members (not metrics of one record).
 SWEEP_STATISTICS: dict[str, MetricFact] = _facts(

@@ -171,3 +171,51 @@ def shaped_metrics(
             if th.shape[1] > 1:
                 per_output["theory_heldout_r2"] = [r2(t2[te, k], th[te, k]) for k in range(th.shape[1])]
     return m, per_output
+
+
+def factor_r2(y_all: np.ndarray, target: np.ndarray, preds: np.ndarray) -> float:
+    """1 − MSE(preds, target) / the variance of `y_all` (every cell of the grid), as Schott et al.'s `RSquared`.
+
+    The variance is the population variance (mean of squared deviations) over the whole grid, not
+    over the held-out cells: a split that holds out a narrow range of a factor is judged against
+    the factor's full spread (github.com/bethgelab/InDomainGeneralizationBenchmark, evaluate_model.py).
+    """
+    var = float(np.mean((y_all - y_all.mean()) ** 2))
+    if var <= 0 or len(target) == 0:
+        return float("nan")
+    return 1.0 - float(np.mean((preds - target) ** 2)) / var
+
+
+def factor_metrics(names: tuple[str, ...], y: np.ndarray, test: np.ndarray, preds: np.ndarray,
+                   theory: np.ndarray | None) -> dict[str, float]:
+    """Per-factor held-out metrics of a task whose outputs are named factors (TaskData.output_names).
+
+    `y`, `preds`, `theory`: (n_cells, K), one row per cell; `test`: the held-out cells. An output
+    named `f` is a regressed factor: `factor_r2.f` (against its variance over every cell) and
+    `factor_slope.f` (held-out prediction on truth); `factor_r2` is their mean over the factors.
+    Outputs named `f=v` form one-hot blocks: `class_acc.f` is the held-out accuracy of the largest
+    output of the block (ties as a fair draw). Each has a `theory_` twin from the theory's predictions.
+    """
+    out: dict[str, float] = {}
+    blocks: dict[str, list[int]] = {}
+    sources = [("", preds)] + ([("theory_", theory)] if theory is not None else [])
+    r2s: dict[str, list[float]] = {prefix: [] for prefix, _ in sources}
+    for k, name in enumerate(names):
+        factor, eq, _ = name.partition("=")
+        if eq:
+            blocks.setdefault(factor, []).append(k)
+            continue
+        yk = y[:, k]
+        for prefix, p in sources:
+            r = factor_r2(yk, yk[test], p[test, k])
+            out[f"{prefix}factor_r2.{name}"] = r
+            out[f"{prefix}factor_slope.{name}"] = slope_intercept(yk[test], p[test, k])[0]
+            r2s[prefix].append(r)
+    for prefix, values in r2s.items():
+        if values:
+            out[f"{prefix}factor_r2"] = float(np.mean(values))
+    for factor, cols in blocks.items():
+        classes = y[test][:, cols].argmax(axis=1)
+        for prefix, p in sources:
+            out[f"{prefix}class_acc.{factor}"] = float(np.mean(top1_accuracy(p[test][:, cols], classes))) if len(classes) else float("nan")
+    return out

@@ -158,6 +158,10 @@ def _score_shaped(task: Any, preds_in: np.ndarray, theory_in: np.ndarray | None,
     where[0] = "scoring"
     metrics, per_output = shaped_metrics(data.kind, test_cells, train_cells, target, score_preds, score_theory, row_cells,
                                          per_task_r2=s is not None)
+    if data.output_names and s is None and data.kind != "multiclass":
+        from compbench.scoring.metrics import factor_metrics
+
+        metrics.update(factor_metrics(data.output_names, np.asarray(data.y, dtype=np.float64), data.test_mask, cell_preds, cell_th))
     where[0] = "additivity"
     if task.additivity is not None:
         metrics["additivity"] = float(pooled_score(task.additivity, rows))

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from compbench.limits import MAX_SEED, TooLargeError, limits
+from compbench.scoring.metric_facts import metric_allowed
 from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
 from compbench.suite.source import (
@@ -219,7 +220,7 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
             continue
         exp._params = params
         metric = getattr(params, "metric", None)
-        if metric is not None and claim.metrics is not None and metric not in claim.metrics:
+        if metric is not None and claim.metrics is not None and not metric_allowed(metric, claim.metrics):
             issues.append(lines.issue(("expectations", i, "metric"),
                                       f"claim {exp.claim!r} does not use metric {metric!r}; one of {', '.join(claim.metrics)}"))
         for fld, msg in claim.validate(params, exp):

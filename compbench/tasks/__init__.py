@@ -7,6 +7,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     modular_teacher,
     redundant_input,
     slot_render,
+    sprites,
     symmetry,
     table,
     transitive_equivalence,

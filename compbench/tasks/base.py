@@ -82,6 +82,13 @@ class TaskData:
     # Continuous features of each component's values (component c: n_values[c] × d_c), e.g. a slot's
     # (x, y, brightness); the `latents` encoding feeds them to models instead of one-hot codes.
     value_features: tuple[np.ndarray, ...] | None = None
+    # Names of the outputs of a K-output task, one per column of `y` (e.g. the factors a `sprites` task
+    # regresses). Names "f=v" form one-hot blocks of a factor f scored as a class. Enables the per-factor
+    # metrics (scoring/metrics.factor_metrics).
+    output_names: tuple[str, ...] = ()
+    # Whether the runner fits the conjunction-wise additivity decomposition (its features grow with every
+    # subset of components: a family may switch it off for many-component grids, where it is costly).
+    additivity: bool = True
 
     def label(self, c: int, v: int) -> str:
         """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
@@ -207,6 +214,8 @@ def validate_split(task: TaskData) -> None:
         bad = [c for c in task.relevant if not 0 <= c < task.n_components]
         if bad or len(set(task.relevant)) != len(task.relevant):
             raise SplitError(f"relevant components must be distinct indices 0..{task.n_components - 1}, got {task.relevant}")
+    if task.output_names and (task.y.ndim != 2 or len(task.output_names) != task.y.shape[1]):
+        raise SplitError("output_names must name every column of a K-output task's targets")
     if task.samples is not None:
         _check_samples(task)
     if task.value_features is not None:

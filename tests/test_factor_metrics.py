@@ -1,0 +1,52 @@
+"""Per-factor metrics of a task with named outputs: R² against the full-grid variance, slope, class accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from compbench.scoring.metric_facts import (
+    METRICS,
+    direction_of,
+    metric_allowed,
+    theory_partner,
+)
+from compbench.scoring.metrics import factor_metrics
+
+# 6 cells; output a is a factor in [0, 1], c=0 / c=1 a one-hot class block
+Y = np.array([[0, 1, 0], [0.5, 0, 1], [1, 1, 0], [0, 0, 1], [0.5, 1, 0], [1, 0, 1]], dtype=float)
+TEST = np.array([False, True, True, False, False, True])
+
+
+def preds() -> np.ndarray:
+    p = Y.copy()
+    p[[1, 2, 5], 0] = [0.4, 0.8, 0.9]
+    p[1, 1:] = [0.7, 0.2]  # wrong class (truth c = 1)
+    p[2, 1:] = [0.9, 0.1]  # right (c = 0)
+    p[5, 1:] = [0.3, 0.6]  # right (c = 1)
+    return p
+
+
+def test_against_a_hand_computation():
+    m = factor_metrics(("a", "c=0", "c=1"), Y, TEST, preds(), None)
+    # variance of a over all 6 cells: mean 0.5, squared deviations .25, 0, .25 twice → 1/6
+    # held-out MSE: (.1² + .2² + .1²) / 3 = 0.02 → R² = 1 − 0.02 · 6 = 0.88 (not against the held-out variance)
+    assert m["factor_r2.a"] == pytest.approx(0.88, abs=1e-12)
+    assert m["factor_r2"] == pytest.approx(0.88, abs=1e-12)  # the mean over the one regressed factor
+    # slope of (.4, .8, .9) on (.5, 1, 1): cov .15 / var 1/6 = 0.9
+    assert m["factor_slope.a"] == pytest.approx(0.9, abs=1e-12)
+    assert m["class_acc.c"] == pytest.approx(2 / 3)
+    assert not any(k.startswith("theory_") for k in m)
+
+
+def test_theory_twins_and_perfect_predictions():
+    m = factor_metrics(("a", "c=0", "c=1"), Y, TEST, preds(), Y)
+    assert m["theory_factor_r2.a"] == 1.0 and m["theory_factor_slope.a"] == pytest.approx(1.0) and m["theory_class_acc.c"] == 1.0
+
+
+def test_per_factor_facts_resolve_from_their_base():
+    fact = METRICS["factor_slope.scale"]
+    assert fact.label.endswith(": scale") and fact.direction is None
+    assert theory_partner("factor_r2.x") == "theory_factor_r2.x" and direction_of("class_acc.shape") == "higher"
+    assert "factor_r2.y" in METRICS and "nonsense.y" not in METRICS and METRICS.get("heldout_r2.y") is None
+    assert metric_allowed("factor_slope.scale", ("factor_slope",)) and not metric_allowed("factor_slope.scale", ("slope",))
