@@ -186,3 +186,27 @@ def test_every_bundled_suite_and_profile_validates():
     full = load_suite("kernel-limits-images", profile="full")
     convnet = next(m for m in full.models if m.id == "convnet")
     assert convnet.params.width == 1.0 and convnet.seeds == tuple(range(10))
+
+
+def test_a_profile_overrides_encodings_per_task_or_for_all():
+    from compbench.suite import SuiteError, load_suite, parse_suite
+
+    images = load_suite("kernel-limits-images", "mnist")
+    assert {t.encoding_params["source"] for t in images.suite.tasks} == {"mnist-5k"}
+    assert images.suite.tasks[0].encoding_params["samples_per_cell"] == 4  # merged over the task's own
+    assert load_suite("kernel-limits-images").suite.tasks[0].encoding_params.get("source", "digits") == "digits"
+    text = """
+name: p
+tasks:
+  - {id: a, family: additive, params: {anchors: [[4], [4]]}}
+  - {id: b, family: additive, params: {anchors: [[4], [4]]}, encoding: {name: onehot}}
+models:
+  - {id: k, adapter: kernel, params: {kernel: relu_ntk}}
+profiles:
+  x: {encodings: {b: {name: khot}}}
+  bad: {encodings: {c: {}}}
+"""
+    loaded = parse_suite(text, profile="x")
+    assert [t.encoding_name for t in loaded.suite.tasks] == ["onehot", "khot"]
+    with pytest.raises(SuiteError, match="profile names unknown task 'c'"):
+        parse_suite(text, profile="bad")
