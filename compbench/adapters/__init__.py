@@ -7,6 +7,7 @@ from compbench.adapters import resnet as _resnet  # noqa: F401  (registers "resn
 from compbench.adapters import vit as _vit  # noqa: F401  (registers "vit")
 from compbench.adapters import hypernet as _hypernet  # noqa: F401  (registers "hypernet")
 from compbench.adapters import slot_decoder as _slot_decoder  # noqa: F401  (registers "slot_decoder")
+from compbench.adapters import sequence as _sequence  # noqa: F401  (registers "transformer" and "bottleneck")
 from compbench.adapters import timm_models as _timm  # noqa: F401  (resolves "timm:<name>" on demand)
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted, InvalidModelError
 from compbench.adapters.registry import (

@@ -189,7 +189,7 @@ class Ordered(Claim):
 
     Params = OrderedParams
     per_cell = False
-    metrics = ("heldout_acc", "train_acc", "heldout_r2", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc", "separation",
+    metrics = ("heldout_acc", "train_acc", "heldout_r2", "train_r2", "r2_gap", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc", "separation",
                "irrelevant_share", "theory_irrelevant_share")
 
     def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:

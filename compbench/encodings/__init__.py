@@ -12,6 +12,7 @@ from compbench.encodings.registry import (
     register_encoding,
 )
 from compbench.encodings import images as _images  # noqa: E402,F401  (registers "images" and "digits")
+from compbench.encodings import sequences as _sequences  # noqa: E402,F401  (registers "episodes")
 
 __all__ = [
     "Batch", "ENCODINGS", "Encoded", "EncodingSpec", "UnknownEncodingError", "encode", "encoding", "get_encoding",

@@ -4,6 +4,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     additive,
     associative_inference,
     context_dependence,
+    episodes,
     modular_teacher,
     redundant_input,
     slot_render,

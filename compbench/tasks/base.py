@@ -82,6 +82,9 @@ class TaskData:
     # Continuous features of each component's values (component c: n_values[c] × d_c), e.g. a slot's
     # (x, y, brightness); the `latents` encoding feeds them to models instead of one-hot codes.
     value_features: tuple[np.ndarray, ...] | None = None
+    # Episode tasks (compbench.tasks.episodes): what sequences of context pairs and a query are drawn
+    # from, for the `episodes` encoding; None for every other task.
+    episodes: Any = None
 
     def label(self, c: int, v: int) -> str:
         """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
