@@ -211,3 +211,53 @@ def test_function_valued_scores_carry_the_in_distribution_r2_and_the_gap():
     m, _ = shaped_metrics("regression", np.array([2, 3]), np.array([0, 1]), target, preds, None, cells, per_task_r2=True)
     assert m["train_r2"] == 1.0 and m["heldout_r2"] == pytest.approx(np.mean([1 - np.sum(target[r] ** 2) / np.sum((target[r] - target[r].mean()) ** 2) for r in (slice(6, 9), slice(9, 12))]))
     assert m["r2_gap"] == pytest.approx(m["train_r2"] - m["heldout_r2"]) and math.isfinite(m["r2_gap"])
+
+
+SUITE = """\
+name: s
+seeds: 1
+tasks:
+  - {id: ep, family: modular_episodes, params: {modules: 6, split: connected, samples_per_cell: 4, eval_samples: 4, context: 2}, encoding: episodes}
+  - {id: kh, family: modular_episodes, params: {modules: 6, split: connected, samples_per_cell: 4, eval_samples: 4, context: 2}, encoding: khot}
+models:
+  - {id: tf, adapter: transformer, tasks: [ep], params: {d: 8, heads: 2, layers: 1, steps: 2, batch_size: 4}}
+  - {id: mlp, adapter: mlp, tasks: [TASKS]}
+expectations:
+  - {claim: above, models: [tf], tasks: [ep], metric: r2_gap, bound: -10}
+"""
+
+
+def test_suite_pairs_sequence_adapters_with_sequence_tasks_only():
+    from compbench.suite import SuiteError, parse_suite
+
+    loaded = parse_suite(SUITE.replace("TASKS", "kh"), "s.yaml")
+    assert [m.id for m in loaded.models] == ["tf", "mlp"]
+    with pytest.raises(SuiteError, match="adapter 'mlp' takes vector or image inputs, but task.s. 'ep' have other inputs"):
+        parse_suite(SUITE.replace("TASKS", "ep"), "s.yaml")
+
+
+def test_the_bundled_suite_validates_with_its_profiles():
+    from pathlib import Path
+
+    from compbench.suite import load_suite
+
+    path = Path(__file__).resolve().parents[1] / "suites" / "in-context-modular.yaml"
+    for profile in (None, "full"):
+        loaded = load_suite(path, profile)
+        assert {t.id: t.encoding_name for t in loaded.suite.tasks} == {"connected": "khot", "connected-episodes": "episodes"}
+        assert loaded.suite.tasks[0].params == loaded.suite.tasks[1].params  # one family, one set of params: the same cells and queries
+
+
+def test_a_tiny_suite_runs_end_to_end_and_records_why_there_is_no_theory(tmp_path):
+    from compbench.runner.run import run_suite
+    from compbench.suite import parse_suite
+
+    summary = run_suite(parse_suite(SUITE.replace("TASKS", "kh"), "s.yaml"), tmp_path, device="cpu", progress=False)
+    assert summary.n_failed == 0
+    by = {r.model: r for r in summary.records}
+    tf = by["tf"]
+    assert tf.ok and tf.task == "ep" and tf.theory_kernel == "none" and "streamed" in tf.info["theory_none_why"]
+    assert {"train_r2", "heldout_r2", "r2_gap"} <= set(tf.metrics) and "train_r2" in by["mlp"].metrics
+    assert tf.threads == 1  # the thread policy: one torch thread per training process, recorded
+    again = run_suite(parse_suite(SUITE.replace("TASKS", "kh"), "s.yaml"), tmp_path, device="cpu", progress=False)
+    assert again.n_cached == 2 and again.n_run == 0  # streamed training is a function of the cell's key: cached
