@@ -261,3 +261,15 @@ def test_a_tiny_suite_runs_end_to_end_and_records_why_there_is_no_theory(tmp_pat
     assert tf.threads == 1  # the thread policy: one torch thread per training process, recorded
     again = run_suite(parse_suite(SUITE.replace("TASKS", "kh"), "s.yaml"), tmp_path, device="cpu", progress=False)
     assert again.n_cached == 2 and again.n_run == 0  # streamed training is a function of the cell's key: cached
+
+
+@pytest.mark.parametrize("name", ["transformer", "bottleneck"])
+def test_empirical_ntk_on_the_fixed_training_episodes_at_a_small_size(name):
+    t = make_task("modular_episodes", **SMALL)
+    enc = encode("episodes", t, train_episodes=12)
+    f = _nets(name, steps=2, batch_size=4, theory="empirical").fit_seeds(enc.train, enc.evaluate, [0])[0]
+    k_tt, k_et = f.kernels
+    assert k_tt.shape == (12, 12) and k_et.shape == (len(enc.evaluate), 12)
+    np.testing.assert_allclose(k_tt, k_tt.T, rtol=1e-6, atol=1e-8)
+    assert np.linalg.eigvalsh(k_tt)[0] > -1e-6 * np.linalg.eigvalsh(k_tt)[-1]
+    assert "theory_none_why" not in f.info and f.info["ntk_solver"] == "dense"
