@@ -107,3 +107,80 @@ def test_instances_follow_the_latent_per_feature_and_permutation_keeps_columns_c
         assert any(fits)
         moved += not fits[0]
     assert moved > 0  # the features were permuted in some instances
+
+
+# --- the task family and its encodings ------------------------------------------------------------
+
+from compbench.encodings import encode, get_encoding  # noqa: E402
+from compbench.tasks import make_task  # noqa: E402
+from compbench.tasks.sraven import instance_of  # noqa: E402
+
+TINY = {"samples_per_cell": 3, "eval_samples": 4}
+
+
+def test_the_family_holds_out_a_quarter_of_latents_with_every_rule_and_scores_the_last_panel_as_a_class():
+    t = make_task("sraven", **TINY)
+    assert t.kind == "multiclass" and t.n_classes == 25 and t.cells.shape == (36, 2) and t.n_test == 9
+    assert set(np.unique(t.cells[t.test_mask]).tolist()) == set(range(8)) and t.label(0, 7) == "distribute_three"
+    s, spec = t.samples, t.episodes
+    assert s.x_train.shape == (27 * 3, 3) and s.y_eval.shape == (36, 4)
+    for c in (0, 17, 35):  # every latent at the shared inputs u: the class is the last panel's base-5 digits
+        for j in range(4):
+            panel = instance_of(t.cells[c], s.x_eval[j], 5)
+            assert s.y_eval[c, j] == panel[-1, 0] + 5 * panel[-1, 1]
+    for i in range(0, len(s.x_train), 7):
+        panel = instance_of(t.cells[s.train_cells[i]], s.x_train[i], 5)
+        assert s.y_train[i] == panel[-1, 0] + 5 * panel[-1, 1]
+    assert np.all(t.train_mask[s.train_cells])
+    u = np.array([0.25, 0.5, 0.75])
+    np.testing.assert_array_equal(instance_of(np.array([1, 5]), u, 5), instance_of(np.array([1, 5]), u, 5))  # a function of u
+    g = instance_of(np.array([1, 5]), u, 5).reshape(3, 3, 2)
+    assert np.all(np.diff(g[..., 0], axis=1) % 5 == 1) and np.all(g[:, 2, 1] == (g[:, 0, 1] + g[:, 1, 1]) % 5)
+
+
+def test_raven_onehot_is_the_given_panels_flattened():
+    t = make_task("sraven", **TINY)
+    enc = encode("raven_onehot", t)
+    s, spec = t.samples, t.episodes
+    assert enc.train.x.shape == (81, 8 * 2 * 5) and enc.evaluate.x.shape == (36 * 4, 80)
+    panels = instance_of(t.cells[s.train_cells[5]], s.x_train[5], 5)
+    want = np.zeros((8, 2, 5))
+    for i in range(8):
+        for k in range(2):
+            want[i, k, panels[i, k]] = 1
+    np.testing.assert_array_equal(enc.train.x[5], want.reshape(-1))
+    assert enc.evaluate.cell_ids.tolist() == np.repeat(np.arange(36), 4).tolist()
+    np.testing.assert_array_equal(enc.evaluate.y, s.y_eval.reshape(-1))
+
+
+def test_raven_panels_puts_the_query_first_and_streams_training_instances():
+    t = make_task("sraven", **TINY)
+    enc = encode("raven_panels", t)
+    assert get_encoding("raven_panels").produces == "sequence"
+    x = enc.train.x
+    assert x.shape == (81, 9, 10 + 9 + 1) and enc.train.mask.all()
+    assert x[0, 0, :10].sum() == 0 and x[0, 0, 10 + 8] == 1 and x[0, 0, -1] == 1  # the query: no values, position 8
+    assert [int(np.argmax(x[0, i, 10:19])) for i in range(1, 9)] == list(range(8)) and not x[0, 1:, -1].any()
+    stream = enc.train.stream
+    a, b = stream.batch(stream.rng(0), 6), stream.batch(stream.rng(0), 6)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert np.all(t.train_mask[a[3]]) and a[2].dtype.kind == "i" and a[2].max() < 25
+    with pytest.raises(ValueError, match="needs the sraven task"):
+        encode("raven_panels", make_task("modular_episodes", modules=6, samples_per_cell=2, eval_samples=2))
+
+
+def test_the_transformer_trains_on_streamed_instances_with_either_loss_and_the_bottleneck_refuses():
+    import torch
+
+    from compbench.adapters import get_adapter
+
+    torch.set_num_threads(1)
+    t = make_task("sraven", **TINY)
+    enc = encode("raven_panels", t)
+    cls = get_adapter("transformer")
+    for loss in ("cross_entropy", "mse"):
+        f = cls(cls.Params(d=8, heads=2, layers=1, steps=3, batch_size=4, loss=loss), "cpu").fit_seeds(enc.train, enc.evaluate, [0])[0]
+        assert f.error is None and f.predictions.shape == (len(enc.evaluate), 25) and f.info["episodes_seen"] == 12
+    b = get_adapter("bottleneck")
+    with pytest.raises(ValueError, match="use the transformer"):
+        b(b.Params(d=8, heads=2, layers=1, steps=1), "cpu").fit_seeds(enc.train, enc.evaluate, [0])

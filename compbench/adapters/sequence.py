@@ -169,8 +169,11 @@ class _SequenceAdapter(NetworkAdapter):
             raise ValueError(f"sequences of {max(train.x.shape[1], evaluate.x.shape[1])} tokens exceed max_context {p.max_context}")
         if p.d % p.heads:
             raise ValueError(f"d = {p.d} is not a multiple of heads = {p.heads}")
-        if p.loss != "mse" or train.n_classes:
-            raise ValueError(f"adapter {self.name!r} trains regression episodes with loss: mse")
+        if train.n_classes:
+            if p.loss not in ("mse", "cross_entropy"):
+                raise ValueError(f"adapter {self.name!r} trains class targets with loss: mse (one-hot) or cross_entropy")
+        elif p.loss != "mse":
+            raise ValueError(f"adapter {self.name!r} trains real targets with loss: mse")
 
     def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
         """Packed training and evaluation sequences (mask as the last feature), the fixed targets, one sample's shape."""
@@ -196,6 +199,7 @@ class _SequenceAdapter(NetworkAdapter):
         opt = make_optimizer([q for q in net.parameters() if q.requires_grad], p.optimizer, lr, p.momentum, p.weight_decay)
         stream = train.stream
         rng = stream.rng(seed) if stream is not None else np.random.default_rng(np.random.SeedSequence([int(seed), 27]))
+        classes = bool(train.n_classes)
         history: list[float] = []
         t0 = time.perf_counter()
         net.train()
@@ -205,11 +209,22 @@ class _SequenceAdapter(NetworkAdapter):
             if stream is not None:
                 xb, mb, yb, _ = stream.batch(rng, p.batch_size)
                 inp = torch.as_tensor(pack(xb, mb), device=self.device)
-                target = torch.as_tensor(np.asarray(yb, dtype=np.float32), device=self.device)
+                if classes:  # integer classes from the stream
+                    target = torch.as_tensor(np.asarray(yb, dtype=np.int64), device=self.device)
+                else:
+                    target = torch.as_tensor(np.asarray(yb, dtype=np.float32), device=self.device)
             else:
                 idx = torch.as_tensor(rng.integers(0, len(x_tr), size=min(p.batch_size, len(x_tr))), device=self.device)
                 inp, target = x_tr[idx], y_tr[idx]
-            loss = torch.mean((net(inp) - target) ** 2)
+                if classes:  # the fixed batch's targets are one-hot rows
+                    target = target.argmax(dim=1)
+            out = net(inp)
+            if not classes:
+                loss = torch.mean((out - target) ** 2)
+            elif p.loss == "cross_entropy":
+                loss = torch.nn.functional.cross_entropy(out, target)
+            else:  # mse on one-hot rows, summed over classes as the other adapters' mse on one-hot targets
+                loss = torch.mean(torch.sum((out - torch.nn.functional.one_hot(target, out.shape[1]).to(out.dtype)) ** 2, dim=1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -225,8 +240,11 @@ class _SequenceAdapter(NetworkAdapter):
         return StreamResult(epochs=0, steps=done, final_loss=final, converged=False, diverged=diverged,
                             seconds=time.perf_counter() - t0, loss_history=history)
 
+    _classes = False
+
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """One network per seed, trained on its own stream of fresh episodes; f₀ (and the eNTK if asked) at init."""
+        self._classes = bool(train.n_classes)
         x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
         outputs = self._outputs(train)
         fitted = []
@@ -268,6 +286,9 @@ class BottleneckAdapter(_SequenceAdapter):
         """The bottleneck model; the query's x is the token's first features − outputs − flag."""
         p = self.params
         features = in_shape[-1] - 1
+        if n_out > 1 and self._classes:
+            raise ValueError("the bottleneck applies its generated network to the query's x (episode tasks with real "
+                             "targets); a class task such as sraven has none: use the transformer")
         x_dim = features - n_out - 1
         if x_dim < 1:
             raise ValueError(f"tokens of {features} features leave no query input beside {n_out} output(s) and the flag")

@@ -8,6 +8,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     modular_teacher,
     redundant_input,
     slot_render,
+    sraven,
     symmetry,
     table,
     transitive_equivalence,
