@@ -133,12 +133,15 @@ def test_contract_dtypes_shapes_and_json_params():
         t = make_task(family)
         n = len(t.cells)
         assert t.family == family and t.cells.dtype == np.int64 and t.cells.ndim == 2
-        assert t.y.dtype == np.float64 and t.y.shape in ((n,), (n, t.n_outputs))
+        if t.kind == "multiclass":  # sraven: one integer class per cell
+            assert t.y.dtype == np.int64 and t.y.shape == (n,) and 0 <= t.y.min() and t.y.max() < t.n_classes
+        else:
+            assert t.y.dtype == np.float64 and t.y.shape in ((n,), (n, t.n_outputs))
         assert t.train_mask.dtype == bool and t.train_mask.shape == (n,)
         assert (t.test_mask == ~t.train_mask).all() and t.n_train + t.n_test == n
         assert t.n_components == t.cells.shape[1] == len(t.n_values) == len(t.component_names)
         assert (t.cells.max(axis=0) < np.asarray(t.n_values)).all() and (t.cells >= 0).all()
-        assert t.kind in ("classification", "regression")
+        assert t.kind in ("classification", "regression") or (family, t.kind) == ("sraven", "multiclass")
         # params are validated incl. defaults and survive a JSON round trip back into make_task
         again = make_task(family, **json.loads(json.dumps(t.params)))
         assert (again.cells == t.cells).all() and (again.y == t.y).all() and (again.train_mask == t.train_mask).all()
