@@ -5,7 +5,8 @@ query token first, then k context pairs (x, y), then masked padding) and train o
 batch's stream of fresh episodes (`Batch.stream`), one Adam step per batch of `batch_size` new
 episodes, for `steps` steps; each seed has its own seeded initialisation and its own seeded
 episode stream. Without a stream (a fixed sequence batch) they train on its samples in shuffled
-minibatches instead.
+minibatches instead. Real targets train with MSE; class targets (the `sraven` task's
+`raven_panels`) with `loss: cross_entropy` or MSE on one-hot rows (the transformer only).
 
 - `transformer` (Kobayashi, Schug et al. 2024's vanilla model): tokens → linear embedding →
   `torch.nn.TransformerEncoder` (pre-LN, `norm_first`, no dropout; key-padding mask from
