@@ -25,7 +25,7 @@ def held_out(task) -> set[tuple[int, ...]]:
 def test_all_builtin_families_registered():
     assert set(FAMILIES) == {
         "additive", "context_dependence", "transitive_equivalence", "associative_inference", "symmetry", "transitive_ordering",
-        "table", "redundant_input", "modular_teacher", "slot_render", "sprites",
+        "table", "redundant_input", "modular_teacher", "modular_episodes", "slot_render", "sprites", "sraven",
     }
 
 
@@ -133,12 +133,15 @@ def test_contract_dtypes_shapes_and_json_params():
         t = make_task(family)
         n = len(t.cells)
         assert t.family == family and t.cells.dtype == np.int64 and t.cells.ndim == 2
-        assert t.y.dtype == np.float64 and t.y.shape in ((n,), (n, t.n_outputs))
+        if t.kind == "multiclass":  # sraven: one integer class per cell
+            assert t.y.dtype == np.int64 and t.y.shape == (n,) and 0 <= t.y.min() and t.y.max() < t.n_classes
+        else:
+            assert t.y.dtype == np.float64 and t.y.shape in ((n,), (n, t.n_outputs))
         assert t.train_mask.dtype == bool and t.train_mask.shape == (n,)
         assert (t.test_mask == ~t.train_mask).all() and t.n_train + t.n_test == n
         assert t.n_components == t.cells.shape[1] == len(t.n_values) == len(t.component_names)
         assert (t.cells.max(axis=0) < np.asarray(t.n_values)).all() and (t.cells >= 0).all()
-        assert t.kind in ("classification", "regression")
+        assert t.kind in ("classification", "regression") or (family, t.kind) == ("sraven", "multiclass")
         # params are validated incl. defaults and survive a JSON round trip back into make_task
         again = make_task(family, **json.loads(json.dumps(t.params)))
         assert (again.cells == t.cells).all() and (again.y == t.y).all() and (again.train_mask == t.train_mask).all()
@@ -241,7 +244,7 @@ def test_unknown_family_lists_known_names():
         make_task("context_dependance")
     msg = str(err.value)
     assert "did you mean 'context_dependence'?" in msg
-    assert "known: additive, associative_inference, context_dependence, modular_teacher, redundant_input, slot_render, sprites, symmetry, table, transitive_equivalence" in msg
+    assert "known: additive, associative_inference, context_dependence, modular_episodes, modular_teacher, redundant_input, slot_render, sprites, sraven, symmetry, table, transitive_equivalence" in msg
     assert isinstance(err.value, ValueError)
     with pytest.raises(UnknownFamilyError, match=r"unknown task family 'zzz'; known: additive"):
         family_params_model("zzz")

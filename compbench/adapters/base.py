@@ -185,7 +185,9 @@ class Adapter:
     name: ClassVar[str] = ""
     Params: ClassVar[type[AdapterParams]] = AdapterParams
     deterministic: ClassVar[bool] = False
-    # What the adapter can train on: "vector" (flat features, e.g. one-hot), "image" (channels, H, W).
+    # What the adapter can train on: "vector" (flat features, e.g. one-hot), "image" (channels, H, W),
+    # "sequence" ((length, features) with a mask, possibly streamed: Batch.mask, Batch.stream); the
+    # default leaves sequences out.
     inputs: ClassVar[tuple[str, ...]] = ("vector", "image")
     # Labels an expectation can select models by (`models: ["@networks"]`), with the suite's own tags.
     tags: ClassVar[tuple[str, ...]] = ()

@@ -23,9 +23,9 @@ def _check_adapter(name: str, obj: object) -> type[Adapter]:
         raise PluginError(f"adapter {name!r}: Params must be a pydantic model (subclass compbench.adapters.AdapterParams)")
     if obj.fit_seeds is Adapter.fit_seeds:
         raise PluginError(f"adapter {name!r} does not implement fit_seeds(train, evaluate, seeds)")
-    unknown = set(obj.inputs) - {"vector", "image"}
+    unknown = set(obj.inputs) - {"vector", "image", "sequence"}
     if unknown:
-        raise PluginError(f"adapter {name!r}: inputs may name 'vector' and 'image', got {sorted(unknown)}")
+        raise PluginError(f"adapter {name!r}: inputs may name 'vector', 'image' and 'sequence', got {sorted(unknown)}")
     obj.name = name
     return obj
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -17,6 +18,12 @@ class Batch:
     Targets `y`, by task shape: (n,) floats for a scalar task; (n, K) floats for K outputs;
     (n,) integer classes 0..n_classes−1 for a multi-class task (`n_classes` > 0). Adapters
     predict `n_outputs` values per sample ((n,) when it is 1 and the task is not multi-class).
+
+    Sequence inputs (input kind "sequence", the `episodes` encoding): `x` is (n, length, features)
+    and `mask` (n, length) bool marks the real tokens (False: padding). A training batch may carry
+    a `stream`, a seeded source of fresh samples (`EpisodeStream`): a sequence adapter trains on
+    it, and `x`, `y` are then a fixed sample of the same distribution (for f₀ and theory). Every
+    other batch leaves both None.
     """
 
     x: np.ndarray
@@ -25,6 +32,8 @@ class Batch:
     n_values: tuple[int, ...]
     y: np.ndarray | None = None
     n_classes: int = 0
+    mask: np.ndarray | None = None
+    stream: Any = None
 
     def __len__(self) -> int:
         return len(self.x)

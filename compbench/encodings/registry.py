@@ -16,7 +16,7 @@ from compbench.registry import PluginError, Registry, UnknownNameError
 from compbench.tasks import TaskData
 
 ENTRY_POINT_GROUP = "compbench.encodings"
-INPUT_KINDS = ("vector", "image")
+INPUT_KINDS = ("vector", "image", "sequence")
 
 
 class UnknownEncodingError(UnknownNameError):

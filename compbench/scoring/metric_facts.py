@@ -85,6 +85,8 @@ METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     MetricFact("irrelevant_share", "held-out variance share of the irrelevant components", "lower", "any", "theory_irrelevant_share"),
     MetricFact("heldout_mse", "held-out MSE", "lower", "regression"),
     MetricFact("train_mse", "training MSE", "lower", "regression"),
+    MetricFact("train_r2", "R² on the training cells at new inputs (function-valued cells)", "higher", "regression"),
+    MetricFact("r2_gap", "train_r2 − heldout_r2: the in-distribution minus the held-out R²", "lower", "regression"),
     MetricFact("slope", "held-out slope of prediction vs truth", None, "regression", "theory_slope"),
     MetricFact("intercept", "held-out intercept", None, "regression"),
     MetricFact("corr", "held-out correlation with the truth", "higher", "regression"),

@@ -89,6 +89,9 @@ class TaskData:
     # Whether the runner fits the conjunction-wise additivity decomposition (its features grow with every
     # subset of components: a family may switch it off for many-component grids, where it is costly).
     additivity: bool = True
+    # Episode tasks (compbench.tasks.episodes): what sequences of context pairs and a query are drawn
+    # from, for the `episodes` encoding; None for every other task.
+    episodes: Any = None
 
     def label(self, c: int, v: int) -> str:
         """The label of value `v` of component `c` (`str(v)` when the task has no labels)."""
