@@ -87,6 +87,12 @@ def _beside_stored(loaded, suite_models: list, out_dir: Path, profile: str | Non
     return replace(loaded, models=[m for m in others.models if m.id in keep] + list(loaded.models)), context
 
 
+def _adapter_registry():  # the adapter registry, imported when `list` needs it
+    from compbench.adapters import ADAPTERS
+
+    return ADAPTERS
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
     from compbench.outcome import outcome_of_run
@@ -383,6 +389,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"  {entry.name:<24} {_first_line(_doc_of(entry.obj))}{where}")
         for prefix in registry.prefixes:
             print(f"  {prefix + '<name>':<24} any model of that library, created on demand")
+        if registry is _adapter_registry():
+            print(f"  {'FILE.py:Name':<24} a model from a file (or package.module:Name): an Adapter subclass, or any "
+                  "nn.Module factory build(in_shape, n_out), trained with its eNTK theory (--model FILE.py:Name)")
         for name, why in sorted(registry.broken.items()):
             print(f"  {name:<24} BROKEN, skipped: {why}")
     print("`compbench show NAME` prints one's parameters with defaults and docs.")

@@ -266,3 +266,8 @@ def test_a_module_that_cannot_stack_trains_seed_by_seed_and_says_why(layer, why)
                                model_args={"steps": 20, "stack_seeds": "never"})
     for a, b in zip(res.records, never.records):
         np.testing.assert_array_equal(a.predictions, b.predictions)  # the fallback is exactly the one-by-one path
+
+
+def test_list_tells_how_to_give_a_model_from_a_file(tmp_path):
+    out = cli("list", cwd=tmp_path).stdout
+    assert "FILE.py:Name" in out and "nn.Module factory build(in_shape, n_out)" in out
