@@ -312,5 +312,12 @@ def test_a_second_suite_cannot_publish_into_another_suites_results_directory(sui
 
 
 def test_published_results_name_their_suite():
-    for summary in sorted((ROOT / "results").glob("*/summary.json")):
+    """results/<suite>/ holds the suite's default profile; results/<suite>/<profile>/ another profile's."""
+    summaries = sorted((ROOT / "results").glob("*/summary.json"))
+    assert len(summaries) >= 8
+    for summary in summaries:
         assert json.loads(summary.read_text())["suite"] == summary.parent.name
+    profiled = sorted((ROOT / "results").glob("*/*/summary.json"))
+    assert [p.relative_to(ROOT / "results").parent.as_posix() for p in profiled] == ["modular-teacher/full"]
+    for summary in profiled:
+        assert json.loads(summary.read_text())["suite"] == summary.parent.parent.name
