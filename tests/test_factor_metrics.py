@@ -50,3 +50,29 @@ def test_per_factor_facts_resolve_from_their_base():
     assert theory_partner("factor_r2.x") == "theory_factor_r2.x" and direction_of("class_acc.shape") == "higher"
     assert "factor_r2.y" in METRICS and "nonsense.y" not in METRICS and METRICS.get("heldout_r2.y") is None
     assert metric_allowed("factor_slope.scale", ("factor_slope",)) and not metric_allowed("factor_slope.scale", ("slope",))
+
+
+def test_the_per_factor_bar_chart_shows_each_model_beside_its_theory():
+    from matplotlib.patches import Rectangle
+
+    from compbench.records import CellRecord, Status
+    from compbench.report.plots import FACTOR_FLOOR, factor_bars, factor_names
+
+    def rec(model, seed, r2, theory):
+        metrics = {f"factor_r2.{f}": v for f, v in r2.items()} | {f"theory_factor_r2.{f}": v for f, v in theory.items()}
+        return CellRecord(key=f"{model}{seed}", task="composition", model=model, seed=seed, status=Status.OK,
+                          kind="regression", metrics=metrics)
+
+    recs = [rec("cnn", 0, {"scale": 0.2, "x": 0.9}, {"scale": 0.1, "x": 0.8}),
+            rec("cnn", 1, {"scale": 0.4, "x": 0.7}, {"scale": 0.3, "x": 0.8}),
+            rec("ntk", 0, {"scale": -3.0, "x": 0.95}, {"scale": -3.0, "x": 0.95})]
+    assert factor_names(recs) == ["scale", "x"]
+    fig = factor_bars("composition", recs, ["scale", "x"], {})
+    ax = fig.axes[0]
+    bars = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_width() > 0]
+    heights = sorted(round(b.get_height(), 6) for b in bars)
+    # cnn: model 0.3, 0.8; theory 0.2, 0.8; ntk: −3 cut at the floor (twice), 0.95 twice
+    assert heights == sorted([0.3, 0.8, 0.2, 0.8, FACTOR_FLOOR, FACTOR_FLOOR, 0.95, 0.95])
+    assert sum(1 for b in bars if b.get_hatch() == "//") == 4  # the theory bars
+    assert [t.get_text() for t in ax.texts] == ["-3.00", "-3.00"]  # the cut bars say their value
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["cnn", "cnn: its theory", "ntk", "ntk: its theory"]

@@ -502,6 +502,10 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
             no_sweep = [m for m in missing if not next(s for s in asked if s.id == m).sweep_values]
             yield (f"grid-{entry.id}", f"{entry.id}: truth and predictions on the conjunction grid",
                    grid_heatmaps(entry.id, recs, data.cells, data.y, data.train_mask, data.component_names, no_sweep))
+        factors = factor_names(recs)
+        if factors:
+            yield (f"factors-{entry.id}", f"{entry.id}: held-out R² per factor, each model beside its theory's",
+                   factor_bars(entry.id, recs, factors, colors))
     swept = [k for k in SWEEP_PARAMS if any(k in (r.sweep or {}) for r in records)]
     for param in swept:
         groups = {r.group for r in records if param in (r.sweep or {})}
@@ -516,6 +520,55 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
     if any(r.task in cd for r in records):
         yield ("cd-blocks", "context dependence: held-out accuracy per held-out block",
                cd_blocks([r for r in records if r.task in cd], cd))
+
+
+FACTOR_FLOOR = -1.0  # bars below this R² are cut at it (and say so): one very negative factor would hide the rest
+
+
+def factor_names(records: list[Record]) -> list[str]:
+    """The factors a multi-factor task scores per factor (`factor_r2.<factor>` metrics), in their first record's order."""
+    for r in _ok(records):
+        names = [k.split(".", 1)[1] for k in r.metrics if k.startswith("factor_r2.")]
+        if names:
+            return names
+    return []
+
+
+def factor_bars(task: str, records: list[Record], factors: Sequence[str], colors: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """Held-out R² per factor (`factor_r2.<f>`), one group of bars per factor: each model (mean ± std over
+    seeds, solid) beside its theory's (`theory_factor_r2.<f>`, hatched). Bars below FACTOR_FLOOR end at it,
+    marked with their value."""
+    records = as_records(records)
+    plt = _plt()
+    ok = _ok(records)
+    models = list(dict.fromkeys(r.model for r in ok))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(factors) * max(1, len(models)) / 2 + 2.5), 4.4), layout="constrained")
+    slots = 2 * max(1, len(models))
+    width = 0.84 / slots
+    for j, model in enumerate(models):
+        mine = [r for r in ok if r.model == model]
+        for k, (prefix, hatch, alpha) in enumerate((("factor_r2", None, 1.0), ("theory_factor_r2", "//", 0.45))):
+            means, stds = [], []
+            for f in factors:
+                vals = [v for r in mine if (v := r.metric(f"{prefix}.{f}")) is not None and math.isfinite(v)]
+                means.append(float(np.mean(vals)) if vals else math.nan)
+                stds.append(float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0)
+            xs = np.arange(len(factors)) - 0.42 + width * (2 * j + k + 0.5)
+            shown = [max(m, FACTOR_FLOOR) if math.isfinite(m) else math.nan for m in means]
+            ax.bar(xs, shown, width * 0.92, yerr=[s if m > FACTOR_FLOOR else 0 for s, m in zip(stds, means)], capsize=1.5,
+                   color=colors.get(model, f"C{j % 10}"), alpha=alpha, hatch=hatch, edgecolor=colors.get(model, f"C{j % 10}"),
+                   label=model if k == 0 else f"{model}: its theory")
+            for x, m in zip(xs, means):
+                if math.isfinite(m) and m < FACTOR_FLOOR:
+                    ax.annotate(f"{m:.2f}", (x, FACTOR_FLOOR), textcoords="offset points", xytext=(0, 2), ha="center",
+                                fontsize=6, rotation=90, va="bottom")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(range(len(factors)), list(factors))
+    ax.set_ylabel("held-out R² (against the factor's variance over the grid)")
+    ax.set_ylim(FACTOR_FLOOR - 0.05, 1.05)
+    ax.set_title(f"{task}: held-out R² per factor; hatched: the model's kernel theory", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)
+    return fig
 
 
 def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence[str]):  # type: ignore[no-untyped-def]
