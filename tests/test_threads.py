@@ -265,3 +265,21 @@ def test_the_pytest_plugin_takes_compbench_threads(tmp_path, probe_env):
                           capture_output=True, text=True, cwd=tmp_path, env=probe_env, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert {(r.threads, r.info["torch_threads"]) for r in _stored(out)} == {(2, 2)}
+
+
+def test_the_policy_limits_the_blas_pools_too_and_restores_them():
+    """Kernel cells run in numpy/scipy: their BLAS pools follow the plan as torch does, and come back after."""
+    from threadpoolctl import threadpool_info
+
+    from compbench.runner.threads import ThreadPlan, apply_in_this_process, restore
+
+    def blas() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    before = blas()
+    previous = apply_in_this_process(ThreadPlan(1, 1, "policy"))
+    try:
+        assert blas() == {1}
+    finally:
+        restore(previous)
+    assert blas() == before

@@ -150,11 +150,29 @@ def apply_in_this_process(plan: ThreadPlan) -> int | None:
 
     before = int(torch.get_num_threads())
     _set_torch(torch, plan if fresh else ThreadPlan(plan.intra, None, plan.source))
+    _limit_blas(plan.intra)
     return before
+
+
+_blas_limits: list = []  # (threads, threadpoolctl limiter) applied by this process's runs, undone by `restore`
+
+
+def _limit_blas(n: int | None) -> None:
+    """The BLAS pools (numpy's and scipy's OpenBLAS, MKL) to `n` threads as well: the kernel cells' Grams and
+    solves run in numpy/scipy, whose default (one thread per core) waits for descheduled threads just as
+    torch's does (kernel-limits beside four busy processes: 322 s and 193 s of CPU with torch alone limited)."""
+    if n is None or (_blas_limits and _blas_limits[-1][0] == n):
+        return  # already so (a run sets its threads before each job that trains: once is enough here)
+    import scipy.linalg  # noqa: F401 — loads scipy's own BLAS now, so that its pool is limited too
+    from threadpoolctl import threadpool_limits
+
+    _blas_limits.append((n, threadpool_limits(limits=n, user_api="blas")))
 
 
 def restore(previous: int | None) -> None:
     """Set torch's intra-op count back to what `apply_in_this_process` found."""
+    if _blas_limits:  # the limiter of the apply this restore pairs with (they nest)
+        _blas_limits.pop()[1].restore_original_limits()
     torch = sys.modules.get("torch")
     if previous is not None and torch is not None and torch.get_num_threads() != previous:
         torch.set_num_threads(previous)
@@ -171,3 +189,4 @@ def apply_in_worker(plan: ThreadPlan) -> None:
     except ImportError:  # pragma: no cover - torch is a dependency
         return
     _set_torch(torch, plan)
+    _limit_blas(plan.intra)  # a forked worker inherits BLAS pools already loaded: the environment is too late for them
