@@ -31,7 +31,7 @@ class CannotStack(RuntimeError):
     """The networks cannot train as one stack (the reason is the message); train them one by one."""
 
 
-def _stack(nets: list[torch.nn.Module]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def _stack(nets: list[torch.nn.Module]) -> dict[str, torch.Tensor]:
     names = [n for n, _ in nets[0].named_parameters()]
     if any([n for n, _ in m.named_parameters()] != names for m in nets[1:]):
         raise CannotStack("the seeds' networks do not have the same parameters")
@@ -41,7 +41,7 @@ def _stack(nets: list[torch.nn.Module]) -> tuple[dict[str, torch.Tensor], dict[s
         if any(r.shape != p0.shape for r in rows):
             raise CannotStack(f"parameter {n} has different shapes across seeds")
         params[n] = torch.stack(rows).clone().requires_grad_(p0.requires_grad)
-    return params, {}
+    return params
 
 
 def train_stacked(
@@ -72,7 +72,7 @@ def train_stacked(
         raise CannotStack("the network has buffers (e.g. BatchNorm running statistics)")
     start = time.perf_counter()
     k = len(nets)
-    params, _ = _stack(nets)
+    params = _stack(nets)
     proto = copy.deepcopy(nets[0])
     trainable = [p for p in params.values() if p.requires_grad]
     opt = make_optimizer(trainable, optimizer, lr, momentum, weight_decay)
@@ -112,8 +112,6 @@ def train_stacked(
             try:
                 out = run(params, x[idx])
                 member_losses = losses_of(out, y[idx])
-            except CannotStack:
-                raise
             except Exception as exc:  # noqa: BLE001 — vmap refuses this module (no batching rule, randomness, ...)
                 if not any(n_steps):
                     raise CannotStack(f"torch.vmap cannot run the network: {type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
