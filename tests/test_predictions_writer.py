@@ -68,3 +68,26 @@ def test_predictions_csv_rows_labels_truth_and_theory(tmp_path):
     assert sym[sym.seed == 0][["component 1", "component 2", "split"]].values.tolist() == [
         ["0", "0", "train"], ["0", "1", "train"], ["1", "0", "train"], ["1", "1", "held_out"]]
     assert (table["component 1"] == "").all() and (sym.colour == "").all()
+
+
+def test_class_rows_stay_integers_beside_a_model_without_theory(tmp_path):
+    # One model with a theory, one without (a transformer's): the class columns are whole numbers either way.
+    from types import SimpleNamespace
+
+    from compbench.report.writers import PredictionsWriter
+
+    task = make_task("table", components=[{"name": "a", "values": ["x", "y"]}, {"name": "b", "values": ["u", "v"]}],
+                     target={"cells": [["x", "u", "p"], ["x", "v", "q"], ["y", "u", "r"], ["y", "v", "p"]]},
+                     kind="multiclass", held_out=[["y", "v"]])
+    onehot = np.eye(3)[[1, 2, 0, 1]]
+    rec = lambda model, theory: SimpleNamespace(ok=True, task="t", model=model, seed=0, predictions=onehot,  # noqa: E731
+                                                theory_predictions=theory)
+    ctx = SimpleNamespace(records=[rec("kernel", onehot), rec("transformer", None)], tasks={"t": task},
+                          write_file=lambda name, text: (tmp_path / name).write_text(text) and tmp_path / name)
+    PredictionsWriter().write(ctx)
+    lines = (tmp_path / "predictions.csv").read_text().splitlines()
+    assert lines[0] == "task,model,seed,split,a,b,y,prediction,theory"
+    assert lines[1:] == ["t,kernel,0,train,x,u,0,1,1", "t,kernel,0,train,x,v,1,2,2", "t,kernel,0,train,y,u,2,0,0",
+                         "t,kernel,0,held_out,y,v,0,1,1", "t,transformer,0,train,x,u,0,1,",
+                         "t,transformer,0,train,x,v,1,2,", "t,transformer,0,train,y,u,2,0,",
+                         "t,transformer,0,held_out,y,v,0,1,"]

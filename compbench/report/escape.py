@@ -11,6 +11,8 @@ import html
 import re
 from typing import Any
 
+import numpy as np
+
 # A spreadsheet evaluates a cell starting with one of these as a formula (OWASP: CSV injection).
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # A plain number is read as a number, not a formula: "-4" stays "-4" (a label like a negative value).
@@ -46,8 +48,26 @@ def csv_text(frame: Any) -> str:
         frame = frame.copy()
         for i, c in enumerate(frame.columns):
             if c in text:
-                frame.isetitem(i, frame.iloc[:, i].map(csv_cell))
+                frame.isetitem(i, _escaped(frame.iloc[:, i]))
     return frame.to_csv(index=False)
+
+
+def _escaped(column: Any) -> Any:
+    # Each distinct value is checked once: a predictions column repeats a few labels over ~10^6 rows.
+    import pandas as pd
+
+    try:
+        codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    except TypeError:  # unhashable cells (lists): each is checked
+        return column.map(csv_cell)
+    if not len(uniques):
+        return column
+    mapped = np.empty(len(uniques), dtype=object)
+    mapped[:] = [csv_cell(u) for u in uniques]
+    values = column.to_numpy(dtype=object, copy=True)
+    present = codes >= 0
+    values[present] = mapped[codes[present]]
+    return pd.Series(values, index=column.index, name=column.name, dtype=object)
 
 
 def md_text(text: str) -> str:
