@@ -285,3 +285,74 @@ def test_bundled_suites_solves_equal_the_old_lstsq_path(suite: str, monkeypatch:
         assert solve < 1e-9, label
         assert total < 1e-6, label
     print(f"{suite}: {len(cells)} cells, max relative difference solve={worst_solve:.2e} total={worst_total:.2e}")
+
+
+def test_large_well_conditioned_gram_is_solved_by_cholesky_and_equals_eigh_and_lstsq() -> None:
+    from compbench.theory.regression import CHOLESKY_FROM
+
+    n = CHOLESKY_FROM + 44
+    K = _spd(n, n, 3, cond=1e4)
+    K = np.triu(K) + np.triu(K, 1).T  # bitwise symmetric
+    y = np.random.default_rng(2).normal(size=(n, 2))
+    f = SymmetricFactor(K)
+    assert f.method == "cholesky" and 1e4 <= f.condition <= 1e4 * n
+    lam = np.linalg.eigvalsh(K)[0]
+    assert lam / np.sqrt(n) <= f.smallest <= lam * np.sqrt(n) * 1.01
+    fast = f.pinv_apply(y)
+    assert _rel(fast, np.linalg.lstsq(K, y, rcond=1e-12)[0]) < 1e-9
+    w, V = np.linalg.eigh(K)
+    assert _rel(fast, V @ ((V.T @ y) / w[:, None])) < 1e-9
+    # a cutoff that would drop directions (rcond·cond ≥ 1/100): the eigendecomposition answers, as lstsq
+    cut = f.pinv_apply(y, rcond=1e-3)
+    assert f.w is not None and _rel(cut, np.linalg.lstsq(K, y, rcond=1e-3)[0]) < 1e-9
+    assert _rel(cut, fast) > 1e-3
+
+
+@pytest.mark.parametrize("cond, rank", [(1e9, None), (1e4, 200)])
+def test_ill_conditioned_or_singular_large_gram_takes_the_eigendecomposition(cond: float, rank) -> None:
+    from compbench.theory.regression import CHOLESKY_FROM
+
+    n = CHOLESKY_FROM + 44
+    K = _spd(n, rank or n, 4, cond=cond)
+    K = np.triu(K) + np.triu(K, 1).T
+    y = np.random.default_rng(5).normal(size=n)
+    f = SymmetricFactor(K)
+    assert f.method == "eigh" and f.smallest == np.linalg.eigh(K)[0][0]
+    # cond 1e9: both solves are good to about cond·ε only
+    assert _rel(f.pinv_apply(y), np.linalg.lstsq(K, y, rcond=1e-12)[0]) < (1e-6 if rank is None else 1e-9)
+
+
+def test_small_grams_keep_the_eigendecomposition() -> None:
+    K = _spd(40, 40, 6, cond=10.0)
+    assert SymmetricFactor(np.triu(K) + np.triu(K, 1).T).method == "eigh"
+
+
+def test_seeds_of_a_model_share_one_factorisation_of_its_analytic_gram(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """An MLP with the analytic NTK: three seeds, three f₀, one Gram factored once; theory as each seed alone."""
+    import compbench.theory.regression as regression
+    from compbench import evaluate
+
+    made: list[int] = []
+    init = regression.SymmetricFactor.__init__
+
+    def counting(self, K):  # noqa: ANN001, ANN202
+        made.append(len(K))
+        init(self, K)
+
+    monkeypatch.setattr(regression.SymmetricFactor, "__init__", counting)
+    suite = tmp_path / "s.yaml"
+    suite.write_text("""\
+name: shared-factor
+seeds: 3
+tasks: [{id: add, family: additive, params: {anchors: [[4], [4]]}}]
+models: [{id: mlp, adapter: mlp, params: {width: 32, max_steps: 20}}]
+""")
+    res = evaluate(str(suite), out=tmp_path / "out", progress=False)
+    assert len(made) == 1 and len(res.records) == 3  # one Gram (the 17 training cells), not one per seed
+    # each seed's theory equals the solve on its own (the factor changes nothing but the time)
+    for rec in res.records:
+        assert rec.ok and rec.theory_predictions is not None
+    monkeypatch.setattr(regression.SymmetricFactor, "__init__", init)
+    alone = evaluate(str(suite), out=tmp_path / "alone", progress=False, force=True)
+    for a, b in zip(res.records, alone.records):
+        np.testing.assert_array_equal(np.asarray(a.theory_predictions), np.asarray(b.theory_predictions))

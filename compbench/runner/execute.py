@@ -118,6 +118,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
         return failed_records(job, device, _exception_error(stage, exc), wall_time=time.perf_counter() - start)
     train_wall = (time.perf_counter() - start) / len(job.seeds)
     records = []
+    shared_factor = _SharedFactor(shared)
     ident = _job_identity(job, device)  # once per job: a batch of millisecond jobs pays for every dict
     for seed, key, fit in zip(job.seeds, job.keys, fitted):
         t0 = time.perf_counter()
@@ -135,7 +136,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
         else:
             where = ["theory solve"]  # _score moves it on, so a failure says which step raised
             try:
-                scored = _score(job, fit, shared, options, kernel_name, enc, where)
+                scored = _score(job, fit, shared, options, kernel_name, enc, where, shared_factor)
                 rec = CellRecord(**base, **scored, status=Status.OK, wall_time=train_wall + time.perf_counter() - t0)
             except KeyboardInterrupt:
                 raise
@@ -146,7 +147,29 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
     return records
 
 
-def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any) -> np.ndarray:
+class _SharedFactor:
+    """The seeds' shared training Gram, factored once on first use (each seed's f₀ is its own right-hand side)."""
+
+    def __init__(self, shared: Any) -> None:
+        self.shared = shared
+        self._factor: Any = None
+        self._tried = False
+
+    def get(self, kernels: Any) -> Any:
+        """The factor of `kernels[0]` when it is the shared Gram (symmetric, finite), else None."""
+        if kernels is not self.shared or self.shared is None:
+            return None
+        if not self._tried:
+            from compbench.theory.regression import SymmetricFactor, is_symmetric
+
+            self._tried = True
+            K = np.asarray(self.shared[0], dtype=np.float64)
+            if is_symmetric(K) and np.isfinite(K).all():
+                self._factor = SymmetricFactor(K)
+        return self._factor
+
+
+def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any, factor: Any = None) -> np.ndarray:
     """The kernel-theory prediction on every evaluation sample, shaped like the predictions."""
     from compbench.adapters.base import kernel_outputs
     from compbench.theory.predict import theory_predictions
@@ -158,6 +181,7 @@ def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any
             kernels[0], kernels[1], train.y,
             f0_train=fit.initial_train if regression else None,
             f0_eval=fit.initial_eval if regression else None,
+            factor=factor if regression else None,
             **options,
         )
     if not regression:
@@ -168,7 +192,7 @@ def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any
     f0_ev = None if fit.initial_eval is None else np.asarray(fit.initial_eval, dtype=np.float64)
     k = kernel_outputs(kernels, len(train))
     if k == 1:  # one kernel shared by the outputs (analytic NTK ⊗ I, or the output-averaged eNTK)
-        return theory_predictions(kernels[0], kernels[1], y, f0_train=f0_tr, f0_eval=f0_ev, **options)
+        return theory_predictions(kernels[0], kernels[1], y, f0_train=f0_tr, f0_eval=f0_ev, factor=factor, **options)
     flat = theory_predictions(
         kernels[0], kernels[1], y.reshape(-1),
         f0_train=None if f0_tr is None else f0_tr.reshape(-1),
@@ -178,13 +202,15 @@ def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any
     return flat.reshape(-1, k)
 
 
-def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str]) -> dict[str, Any]:
+def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str],
+           shared_factor: _SharedFactor | None = None) -> dict[str, Any]:
     """One valid seed's theory prediction, then its scores (scoring.score, from the rounded outputs it stores)."""
     kernels = fit.kernels or shared
     sample_theory = None
     if fit.theory_predictions is not None:
         sample_theory = np.asarray(fit.theory_predictions, dtype=np.float64)
     elif kernels is not None:
-        sample_theory = _theory_samples(fit, kernels, options, enc)
+        factor = shared_factor.get(kernels) if shared_factor is not None and options.get("ridge", 0) == 0 else None
+        sample_theory = _theory_samples(fit, kernels, options, enc, factor)
     out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where)
     return {**out, "theory_kernel": kernel_name, "theory_objective": options["objective"], "scoring": scoring.scoring_version()}
