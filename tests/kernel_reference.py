@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compbench.theory import analytic
+
 
 def old_relu_moments(q_aa, q_bb, q_ab, diagonal=None):  # noqa: ANN001, ANN201 — signature of analytic._relu_moments
     norm = np.sqrt(np.outer(q_aa, q_bb))
@@ -64,3 +66,56 @@ def old_adapter_solve(K_train, K_cross, y_train, ridge=0.0):  # noqa: ANN001, AN
 
     alpha, *_ = scipy.linalg.lstsq(K_train + ridge * np.eye(len(K_train)), y_train, lapack_driver="gelsd")
     return K_cross @ alpha
+
+
+def old_standard_mlp_ntk(
+    x_a: np.ndarray,
+    x_b: np.ndarray | None = None,
+    *,
+    width: int,
+    depth: int = 1,
+    init_scale: float = 1.0,
+    bias: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """analytic.standard_mlp_ntk before row blocks and the triangle (backward accumulation, one pass over the full Gram)."""
+    # Init: W ~ N(0, 2σ²/fan_in), b ~ U(±σ/√fan_in) (variance σ²/(3 fan_in)) in every layer.
+    # Standard parameterisation keeps the width H explicit: Θ grows ∝ H. Under the
+    # gradient-independence assumption Σ_i δ^l_i δ'^l_i = P^l with P^{L+1} = 1 and
+    # P^l = H·Ė_l·(2σ²/H)·P^{l+1}; the layer-l weights contribute P^l·(a^{l-1}·a'^{l-1}) and its
+    # biases P^l, with a^0·a'^0 = x·x' and a^l·a'^l = H·E_l. The uniform biases are treated as
+    # Gaussian of the same variance (exact in the limit for the hidden sums; a small bias in layer 1).
+    if width < 1:
+        raise ValueError(f"width must be ≥ 1, got {width}")
+    if depth < 0:
+        raise ValueError(f"depth (number of hidden layers) must be ≥ 0, got {depth}")
+    a, b = analytic._inputs(x_a, x_b)
+    symmetric = analytic._same_inputs(a, b, x_b)
+    d = a.shape[1]
+    s2 = float(init_scale) ** 2
+    H = float(width)
+    inp_ab = a @ a.T if symmetric else a @ b.T
+    inp_aa = np.einsum("ij,ij->i", a, a)
+    inp_bb = inp_aa if symmetric else np.einsum("ij,ij->i", b, b)
+    if symmetric:  # the exact diagonal (θ = 0 in every layer), as in relu_kernels
+        np.fill_diagonal(inp_ab, inp_aa)
+    bias_in = s2 / (3 * d) if bias else 0.0
+    q_ab = 2 * s2 / d * inp_ab + bias_in
+    q_aa = 2 * s2 / d * inp_aa + bias_in
+    q_bb = 2 * s2 / d * inp_bb + bias_in
+    bias_hidden = s2 / (3 * H) if bias else 0.0
+    inputs = [inp_ab]  # a^{l-1}·a'^{l-1} for l = 1..L+1
+    e_dots = []  # Ė_l for l = 1..L
+    for _ in range(depth):
+        e, e_dot, e_aa, e_bb = analytic._relu_moments(q_aa, q_bb, q_ab, 0 if symmetric else None)
+        inputs.append(H * e)
+        e_dots.append(e_dot)
+        q_ab = 2 * s2 * e + bias_hidden
+        q_aa = 2 * s2 * e_aa + bias_hidden
+        q_bb = 2 * s2 * e_bb + bias_hidden
+    b_term = 1.0 if bias else 0.0
+    p = np.ones_like(inp_ab)
+    ntk = p * (inputs[depth] + b_term)
+    for layer in range(depth, 0, -1):
+        p = 2 * s2 * e_dots[layer - 1] * p
+        ntk = ntk + p * (inputs[layer - 1] + b_term)
+    return ntk, q_ab

@@ -356,3 +356,25 @@ models: [{id: mlp, adapter: mlp, params: {width: 32, max_steps: 20}}]
     alone = evaluate(str(suite), out=tmp_path / "alone", progress=False, force=True)
     for a, b in zip(res.records, alone.records):
         np.testing.assert_array_equal(np.asarray(a.theory_predictions), np.asarray(b.theory_predictions))
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3])
+@pytest.mark.parametrize("bias", [True, False])
+def test_standard_mlp_ntk_in_blocks_equals_the_one_pass_reference(depth: int, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_reference import old_standard_mlp_ntk
+
+    from compbench.theory import analytic
+
+    monkeypatch.setattr(analytic, "_BLOCK_ELEMENTS", 700)  # several row blocks on a small Gram
+    rng = np.random.default_rng(depth)
+    x = rng.normal(size=(90, 5))
+    x[7] = 0.0  # a zero input: zero-variance pre-activations without bias
+    y = rng.normal(size=(40, 5))
+    y[3] = x[4]
+    for xb in (None, y):
+        new = analytic.standard_mlp_ntk(x, xb, width=64, depth=depth, init_scale=0.7, bias=bias)
+        old = old_standard_mlp_ntk(x, xb, width=64, depth=depth, init_scale=0.7, bias=bias)
+        for n, o in zip(new, old):
+            assert n.shape == o.shape and _rel(n, o) < 1e-13
+    ntk, nngp = analytic.standard_mlp_ntk(x, None, width=64, depth=depth, bias=bias)
+    assert np.array_equal(ntk, ntk.T) and np.array_equal(nngp, nngp.T)

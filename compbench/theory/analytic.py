@@ -156,32 +156,48 @@ def standard_mlp_ntk(
         raise ValueError(f"depth (number of hidden layers) must be ≥ 0, got {depth}")
     a, b = _inputs(x_a, x_b)
     symmetric = _same_inputs(a, b, x_b)
+    if symmetric:
+        b = a
     d = a.shape[1]
     s2 = float(init_scale) ** 2
     H = float(width)
-    inp_ab = a @ a.T if symmetric else a @ b.T
-    inp_aa = np.einsum("ij,ij->i", a, a)
-    inp_bb = inp_aa if symmetric else np.einsum("ij,ij->i", b, b)
-    if symmetric:  # the exact diagonal (θ = 0 in every layer), as in relu_kernels
-        np.fill_diagonal(inp_ab, inp_aa)
+    na, nb = a.shape[0], b.shape[0]
+    gram = a @ a.T if symmetric else a @ b.T
+    inp_aa0 = np.einsum("ij,ij->i", a, a)
+    inp_bb0 = inp_aa0 if symmetric else np.einsum("ij,ij->i", b, b)
     bias_in = s2 / (3 * d) if bias else 0.0
-    q_ab = 2 * s2 / d * inp_ab + bias_in
-    q_aa = 2 * s2 / d * inp_aa + bias_in
-    q_bb = 2 * s2 / d * inp_bb + bias_in
     bias_hidden = s2 / (3 * H) if bias else 0.0
-    inputs = [inp_ab]  # a^{l-1}·a'^{l-1} for l = 1..L+1
-    e_dots = []  # Ė_l for l = 1..L
-    for _ in range(depth):
-        e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, 0 if symmetric else None)
-        inputs.append(H * e)
-        e_dots.append(e_dot)
-        q_ab = 2 * s2 * e + bias_hidden
-        q_aa = 2 * s2 * e_aa + bias_hidden
-        q_bb = 2 * s2 * e_bb + bias_hidden
     b_term = 1.0 if bias else 0.0
-    p = np.ones_like(inp_ab)
-    ntk = p * (inputs[depth] + b_term)
-    for layer in range(depth, 0, -1):
-        p = 2 * s2 * e_dots[layer - 1] * p
-        ntk = ntk + p * (inputs[layer - 1] + b_term)
-    return ntk, q_ab
+    ntk = np.empty((na, nb))
+    nngp = np.empty((na, nb))
+    # Row blocks (the temporaries stay in cache) over the upper triangle of a symmetric Gram, mirrored.
+    # The NTK accumulates forward: T₁ = a⁰·a'⁰ + b, T_{l+1} = (a^l·a'^l + b) + 2σ²·Ė_l·T_l, which is
+    # Σ_l P^l (a^{l-1}·a'^{l-1} + b) with P^{L+1} = 1, P^l = 2σ²·Ė_l·P^{l+1}.
+    step = max(1, _BLOCK_ELEMENTS // max(1, nb))
+    for r0 in range(0, na, step):
+        r1 = min(na, r0 + step)
+        c0 = r0 if symmetric else 0
+        inp_ab = gram[r0:r1, c0:].copy()
+        inp_aa, inp_bb = inp_aa0[r0:r1], inp_bb0[c0:]
+        if symmetric:  # the exact diagonal (θ = 0 in every layer), as in relu_kernels
+            rows = np.arange(r1 - r0)
+            inp_ab[rows, rows] = inp_aa
+        q_ab = 2 * s2 / d * inp_ab + bias_in
+        q_aa = 2 * s2 / d * inp_aa + bias_in
+        q_bb = 2 * s2 / d * inp_bb + bias_in
+        t = inp_ab
+        t += b_term
+        for _ in range(depth):
+            e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, 0 if symmetric else None)
+            e_dot *= 2 * s2
+            t *= e_dot
+            t += H * e + b_term
+            q_ab = 2 * s2 * e + bias_hidden
+            q_aa = 2 * s2 * e_aa + bias_hidden
+            q_bb = 2 * s2 * e_bb + bias_hidden
+        ntk[r0:r1, c0:] = t
+        nngp[r0:r1, c0:] = q_ab
+        if symmetric and r1 < nb:
+            ntk[r1:, r0:r1] = t[:, r1 - c0 :].T
+            nngp[r1:, r0:r1] = q_ab[:, r1 - c0 :].T
+    return ntk, nngp
