@@ -393,6 +393,14 @@ def factor_columns(records: list[CellRecord]) -> tuple[list[str], list[str]]:
     return scores, others
 
 
+def _ok_by_cell(records: list[CellRecord]) -> dict[tuple[str, str], list[CellRecord]]:
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
+    for r in records:
+        if r.ok:
+            by[(r.model, r.task)].append(r)
+    return by
+
+
 def _mean_and_theory(ok: list[CellRecord], metric: str) -> tuple[float, float]:
     """The metric's mean over the scored seeds and its theory twin's (NaN where none carries it)."""
     theory = METRICS[metric].theory
@@ -416,10 +424,7 @@ def factor_tables(records: list[CellRecord], tasks: list[str], expected: Expecte
     if not scores and not others:
         return []
     labels, cells = leaderboard_cells(records, tasks, expected)
-    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
-    for r in records:
-        if r.ok:
-            by[(r.model, r.task)].append(r)
+    by = _ok_by_cell(records)
     pairs = [(label, task) for label in labels for task in tasks
              if (c := cells.get((label, task))) is not None and not c.is_sweep and c.status != "skipped"]
     factor_tasks = {t for (m, t), recs in by.items() if any(k in recs[0].metrics for k in scores + others)}
@@ -458,10 +463,7 @@ def factor_frame_columns(records: list[CellRecord], cells: dict[tuple[str, str],
     """leaderboard.csv's per-factor columns: each per-factor metric and its theory twin, mean over seeds, per cell."""
     records = as_records(records)
     scores, others = factor_columns(records)
-    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
-    for r in records:
-        if r.ok:
-            by[(r.model, r.task)].append(r)
+    by = _ok_by_cell(records)
     out: dict[str, list[float]] = {}
     for metric in scores + others:
         theory = METRICS[metric].theory
