@@ -49,13 +49,36 @@ def test_docs_refusal_text_is_the_real_one():
     assert str(exc.value) == text
 
 
+def _numbers(cell: str) -> list[float]:
+    """'0.278 (−0.519)' → [0.278, -0.519]; '0.33 (−0.07) / 1.01 (1.11)' → [0.33, -0.07, 1.01, 1.11]; '–' → []."""
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", cell.replace("−", "-"))]
+
+
 def test_docs_measured_numbers_are_the_published_ones():
     with open(ROOT / "results" / "factor-grid" / "records.csv", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     doc = DOCS.read_text(encoding="utf-8")
-    for model, label in (("relu-ntk", "ReLU NTK on pixels"), ("convnet", "small CNN"), ("probe", "frozen-feature probe")):
-        (line,) = [ln for ln in doc.splitlines() if ln.startswith(f"| {label}")]
-        shown = [float(c.replace("−", "-")) for c in line.strip("|").split("|")[1:]]
-        for task, value in zip(("random", "composition", "interpolation", "extrapolation"), shown):
-            vals = [float(r["factor_r2"]) for r in rows if r["model"] == model and r["task"] == task]
-            assert round(float(np.mean(vals)), 3) == pytest.approx(value, abs=1e-9), (model, task)
+    tasks = ("random", "composition", "interpolation", "extrapolation")
+
+    def mean(model: str, task: str, metric: str) -> float:
+        return float(np.mean([float(r[metric]) for r in rows if r["model"] == model and r["task"] == task]))
+
+    labels = (("relu-ntk", "ReLU NTK on pixels"), ("convnet", "small CNN"), ("vanilla-cnn", "VanillaCNN (¼ width)"),
+              ("convnet-lazy", "lazy CNN"), ("probe", "frozen-feature probe"))
+    for model, label in labels:
+        r2_line, slope_line = [ln for ln in doc.splitlines() if ln.startswith(f"| {label} |")]  # the R² table, then the slopes'
+        r2_cells, slope_cells = (ln.strip("|").split("|")[1:] for ln in (r2_line, slope_line))
+        for task, r2_cell, slope_cell in zip(tasks, r2_cells, slope_cells):
+            ran = any(r["model"] == model and r["task"] == task for r in rows)
+            assert bool(_numbers(r2_cell)) == ran, (model, task, r2_cell)
+            if not ran:
+                continue
+            shown = _numbers(r2_cell)  # the mean R² and, in parentheses, its theory's
+            assert shown == pytest.approx([round(mean(model, task, m), 3) for m in ("factor_r2", "theory_factor_r2")],
+                                          abs=1e-9), (model, task)
+            slopes = _numbers(slope_cell)  # scale (theory) / y (theory); a kernel machine's theory is itself: not repeated
+            metrics = [f"{p}factor_slope.{f}" for f in ("scale", "y") for p in ("", "theory_")]
+            if len(slopes) == 2:
+                metrics = metrics[::2]
+                assert mean(model, task, "theory_r2") == pytest.approx(1.0), (model, task)
+            assert slopes == pytest.approx([round(mean(model, task, m), 2) for m in metrics], abs=1e-9), (model, task)

@@ -19,6 +19,17 @@ kernel_size: 3, padding: valid, pool: [0], batchnorm: false, init: glorot, optim
 lr: 1.0e-3, batch_size: 64, steps: 200, loss: categorical_hinge}`. (Keras' Adam has ε = 1e-7,
 PyTorch's 1e-8.)
 
+Strided convolutions: `stride` and `padding` take one number for every convolution or a list with one per
+convolution; a convolution's output side is ⌊(side + 2·padding − kernel) / stride⌋ + 1. The `VanillaCNN`
+of Schott et al. 2022 (github.com/bethgelab/InDomainGeneralizationBenchmark@8eefa96,
+src/lablet_generalization_benchmark/model.py: Conv 32, 32, 64, 64 4×4 stride 2 padding 1, each with ReLU
+→ Conv 256 4×4 stride 1 padding 0 → ReLU → Linear K; no BatchNorm, no pooling, PyTorch's default
+initialisation) is `{channels: [32, 32, 64, 64, 256], kernel_size: 4, stride: [2, 2, 2, 2, 1],
+padding: [1, 1, 1, 1, 0], batchnorm: false, pool: false, hidden: [], init: torch}` on its 64×64 images
+(64 → 32 → 16 → 8 → 4 → 1). On 32×32 images the four strided convolutions leave 2×2, too small for the
+last 4×4 convolution without padding: `padding: 1` there gives 1×1, its 4×4 kernel reaching the 2×2 map
+with its central 2×2 taps only (the outer taps see zeros).
+
 All seeds of a cell train at once as one grouped model (compbench.training.stacked_convnet), each
 with its own initialisation and data order (and, with `lr_ntk` under SGD, its own learning rate),
 so a seed's result is the one it gets trained alone (`vectorize: false`), up to float rounding; f_0
@@ -46,16 +57,21 @@ class ConvNetParams(NetworkParams):
     channels: list[int] = Field(default=[32, 32, 64, 64], min_length=1, description="filters per conv layer (before `width`)")
     hidden: list[int] = Field(default=[512, 1024], description="hidden widths of the dense head (before `width`)")
     kernel_size: int = Field(default=5, ge=1)
-    padding: Literal["auto", "valid", "same"] = "auto"
+    stride: int | list[int] = Field(default=1, description="stride of every convolution, or a list with one per convolution")
+    padding: Literal["auto", "valid", "same"] | int | list[int] = Field(
+        default="auto",
+        description="valid (none), same ((kernel − 1) // 2 pixels), auto (valid when it fits, else same), or zero-padding "
+        "in pixels per side: one number for every convolution, or a list with one per convolution",
+    )
     batchnorm: bool = True
     pool: bool | list[int] = Field(
         default=True,
         description="MaxPool(2) after the last convolution (true), none (false), or after each listed convolution (0-based)",
     )
-    init: Literal["kaiming", "glorot"] = Field(
+    init: Literal["kaiming", "glorot", "torch"] = Field(
         default="kaiming",
         description="kaiming: Kaiming-normal weights (PyTorch's default biases); glorot: Glorot-uniform weights "
-        "and zero biases (Keras' default)",
+        "and zero biases (Keras' default); torch: PyTorch's default (weights and biases uniform in ±1/√fan_in)",
     )
     optimizer: Literal["sgd", "adam"] = "sgd"
     lr: float = Field(default=1e-4, gt=0)
@@ -67,6 +83,21 @@ class ConvNetParams(NetworkParams):
     seeds_per_batch: int | None = Field(
         default=None, ge=1, description="seeds trained together at most, to bound memory (default: all)"
     )
+
+    @model_validator(mode="after")
+    def _per_convolution(self) -> ConvNetParams:
+        n = len(self.channels)
+        for name, value, least in (("stride", self.stride, 1), ("padding", self.padding, 0)):
+            if isinstance(value, str):
+                continue
+            values = value if isinstance(value, list) else [value]
+            if isinstance(value, list) and len(value) != n:
+                raise ValueError(f"{name} lists {len(value)} values for {n} convolutions (channels): "
+                                 f"give one per convolution, or one number for all")
+            bad = [v for v in values if v < least]
+            if bad:
+                raise ValueError(f"{name} {bad[0]} is not allowed: a {name} is an integer ≥ {least}")
+        return self
 
     @model_validator(mode="after")
     def _pool_positions(self) -> ConvNetParams:
@@ -81,6 +112,15 @@ class ConvNetParams(NetworkParams):
 
 def _scaled(values: list[int], width: float) -> list[int]:
     return [max(1, int(round(v * width))) for v in values]
+
+
+def _per_layer(value: int | list[int], n: int) -> list[int]:
+    return list(value) if isinstance(value, list) else [value] * n
+
+
+def conv_side(side: int, kernel: int, stride: int = 1, padding: int = 0) -> int:
+    """A convolution's output side: ⌊(side + 2·padding − kernel) / stride⌋ + 1 (≤ 0: no output)."""
+    return (side + 2 * padding - kernel) // stride + 1
 
 
 @register_adapter("convnet")
@@ -99,8 +139,8 @@ class ConvNetAdapter(NetworkAdapter):
     def _valid_fits(self, h: int, w: int) -> bool:
         """Whether every convolution and pooling step has room without padding."""
         k, pools = self.params.kernel_size, self._pool_after()
-        for i in range(len(self.params.channels)):
-            h, w = h - (k - 1), w - (k - 1)
+        for i, s in enumerate(_per_layer(self.params.stride, len(self.params.channels))):
+            h, w = conv_side(h, k, s), conv_side(w, k, s)
             if min(h, w) < (2 if i in pools else 1):
                 return False
             if i in pools:
@@ -113,6 +153,8 @@ class ConvNetAdapter(NetworkAdapter):
         if self.params.init == "glorot":
             nn.init.xavier_uniform_(layer.weight)
             nn.init.zeros_(layer.bias)
+        elif self.params.init == "torch":
+            return  # as constructed: PyTorch's default, drawn from the seeded RNG
         else:
             nn.init.kaiming_normal_(layer.weight, nonlinearity=nonlinearity)
 
@@ -127,21 +169,25 @@ class ConvNetAdapter(NetworkAdapter):
         padding = p.padding
         if padding == "auto":
             padding = "valid" if self._valid_fits(h, w) else "same"
-        pad = 0 if padding == "valid" else (k - 1) // 2
+        if isinstance(padding, str):
+            padding = 0 if padding == "valid" else (k - 1) // 2
+        pads = _per_layer(padding, n_conv)
+        strides = _per_layer(p.stride, n_conv)
         layers: list[nn.Module] = []
         for i, c_out in enumerate(_scaled(p.channels, p.width)):
-            conv = nn.Conv2d(c_in, c_out, k, padding=pad)
+            conv = nn.Conv2d(c_in, c_out, k, stride=strides[i], padding=pads[i])
             self._initialise(conv, "relu")
             layers += [conv, nn.ReLU()]
             if p.batchnorm:
                 layers.append(nn.BatchNorm2d(c_out))
             c_in = c_out
-            if pad == 0:
-                h, w = h - (k - 1), w - (k - 1)
-            elif k % 2 == 0:
-                h, w = h - 1, w - 1
+            before = (h, w)
+            h, w = conv_side(h, k, strides[i], pads[i]), conv_side(w, k, strides[i], pads[i])
             if h < 1 or w < 1:
-                raise ValueError(f"convnet: inputs {in_shape[1]}×{in_shape[2]} are too small for {n_conv} valid {k}×{k} convolutions; use padding: same")
+                raise ValueError(
+                    f"convnet: convolution {i} ({k}×{k}, stride {strides[i]}, padding {pads[i]}) has no output on its "
+                    f"{before[0]}×{before[1]} input (the images are {in_shape[1]}×{in_shape[2]}, {n_conv} convolutions); "
+                    "pad more (padding: same or a number), stride less, or use fewer convolutions")
             if i in pools:
                 if min(h, w) >= 2:
                     layers.append(nn.MaxPool2d(2, 2))

@@ -36,6 +36,7 @@ MARKERS = "os^DvP*Xph<>"
 MANIFEST = "manifest.json"
 
 from compbench.records import CellRecord as Record, as_records  # noqa: E402
+from compbench.scoring.metric_facts import per_factor_groups  # noqa: E402
 
 
 def _plt():  # type: ignore[no-untyped-def]
@@ -526,12 +527,9 @@ FACTOR_FLOOR = -1.0  # bars below this R² are cut at it (and say so): one very 
 
 
 def factor_names(records: list[Record]) -> list[str]:
-    """The factors a multi-factor task scores per factor (`factor_r2.<factor>` metrics), in their first record's order."""
-    for r in _ok(records):
-        names = [k.split(".", 1)[1] for k in r.metrics if k.startswith("factor_r2.")]
-        if names:
-            return names
-    return []
+    """The factors a multi-factor task scores per factor (`factor_r2.<factor>` metrics), in the records' order."""
+    names = per_factor_groups(k for r in _ok(records) for k in r.metrics).get("factor_r2", [])
+    return [n.partition(".")[2] for n in names]
 
 
 def factor_bars(task: str, records: list[Record], factors: Sequence[str], colors: dict[str, Any]):  # type: ignore[no-untyped-def]

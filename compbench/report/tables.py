@@ -19,7 +19,7 @@ from compbench import __version__
 from compbench.records import BIG_SWEEP, CellRecord, as_records, big_groups
 from compbench.report.escape import md_cell, md_text
 from compbench.scoring.expectations import Verdict
-from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
+from compbench.scoring.metric_facts import METRICS, PER_FACTOR, chance_level, per_factor_groups, score_metric
 
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
 BEATS_KERNEL = "†"
@@ -92,10 +92,11 @@ def _theory_metric(metric: str) -> str:
 
 
 def metric_header(metric: str) -> str:
-    """A column's metric as a header reads: 'accuracy ↑' (from the metric's label and direction)."""
+    """A column's metric as a header reads: 'accuracy ↑', 'scale R² ↑' (the metric's short words, else its label,
+    and its direction)."""
     fact = METRICS[metric]
     arrow = {"higher": " ↑", "lower": " ↓"}.get(fact.direction or "", "")
-    return fact.label.removeprefix("held-out ") + arrow
+    return (fact.short or fact.label.removeprefix("held-out ")) + arrow
 
 
 def near_chance(mean: float, std: float, n: int, chance: float | None) -> bool:
@@ -371,9 +372,106 @@ def leaderboard_frame(records: list[CellRecord], tasks: list[str], expected: Exp
     import pandas as pd
 
     frame = pd.DataFrame([asdict(c) for c in cells.values()], columns=columns)
-    return frame.astype({"n_ok": int, "n_error": int, "n_skipped": int, "n_members": int,
-                         "beats_kernel": bool, "best": bool, "is_sweep": bool, "above_chance": bool,
-                         "mean": float, "std": float, "theory_mean": float, "gap_mean": float, "gap_se": float})
+    frame = frame.astype({"n_ok": int, "n_error": int, "n_skipped": int, "n_members": int,
+                          "beats_kernel": bool, "best": bool, "is_sweep": bool, "above_chance": bool,
+                          "mean": float, "std": float, "theory_mean": float, "gap_mean": float, "gap_se": float})
+    factors = factor_frame_columns(records, cells)  # multi-factor tasks: each per-factor metric and its theory's
+    return pd.concat([frame, pd.DataFrame(factors, index=frame.index, dtype=float)], axis=1) if factors else frame
+
+
+def factor_columns(records: list[CellRecord]) -> tuple[list[str], list[str]]:
+    """The per-factor metrics the scored records carry, as two lists of columns: the scores (metrics with a better
+    direction: each base's mean over the factors where the metric facts have one, then its per-factor metrics,
+    e.g. factor_r2, factor_r2.scale, …, class_acc.shape) and the rest (e.g. factor_slope.scale, …). Both empty for
+    a suite without multi-factor tasks."""
+    groups = per_factor_groups(name for r in as_records(records) if r.ok for name in r.metrics)
+    scores: list[str] = []
+    others: list[str] = []
+    for base, names in groups.items():
+        mean = [base] if base in METRICS else []  # the factors' mean where it is a metric of its own (factor_r2)
+        (scores if PER_FACTOR[base].direction else others).extend(mean + names)
+    return scores, others
+
+
+def _ok_by_cell(records: list[CellRecord]) -> dict[tuple[str, str], list[CellRecord]]:
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
+    for r in records:
+        if r.ok:
+            by[(r.model, r.task)].append(r)
+    return by
+
+
+def _mean_and_theory(ok: list[CellRecord], metric: str) -> tuple[float, float]:
+    """The metric's mean over the scored seeds and its theory twin's (NaN where none carries it)."""
+    theory = METRICS[metric].theory
+    mean = _mstd(r.metric(metric) for r in ok)[0]
+    return mean, (_mstd(r.metric(theory) for r in ok)[0] if theory else math.nan)
+
+
+def _with_theory(mean: float, theory: float, word: str = "theory ") -> str:
+    if math.isnan(mean):
+        return "–"
+    return f"{mean:.3f}" + ("" if math.isnan(theory) else f" ({word}{theory:.3f})")
+
+
+def factor_tables(records: list[CellRecord], tasks: list[str], expected: Expected = (), compact: bool = False) -> list[Table]:
+    """Per (model, task) cell of a multi-factor task, each per-factor metric (mean over seeds) with its theory's
+    beside it: one table of the scores (R² per factor, their mean, accuracy of the class factors) and one of the
+    rest (the slopes). None for a suite without multi-factor tasks. `compact`: the theory's value in bare
+    parentheses, "0.512 (0.480)", for a terminal."""
+    records = as_records(records)
+    scores, others = factor_columns(records)
+    if not scores and not others:
+        return []
+    labels, cells = leaderboard_cells(records, tasks, expected)
+    by = _ok_by_cell(records)
+    pairs = [(label, task) for label in labels for task in tasks
+             if (c := cells.get((label, task))) is not None and not c.is_sweep and c.status != "skipped"]
+    factor_tasks = {t for (m, t), recs in by.items() if any(k in recs[0].metrics for k in scores + others)}
+    pairs = [(label, task) for label, task in pairs if task in factor_tasks]
+    out = []
+    for title, columns, anchor in (("Held-out score per factor", scores, "factors"), ("Held-out slope per factor", others, "factor-slopes")):
+        if not columns:
+            continue
+        rows, keys, meta, links = [], {}, [], {}
+        for i, (label, task) in enumerate(pairs):
+            cell = cells[(label, task)]
+            ok = by.get((label, task), [])
+            line = [label, task]
+            for j, metric in enumerate(columns, start=2):
+                if not ok:
+                    line.append(cell.status)
+                    continue
+                mean, theory = _mean_and_theory(ok, metric)
+                line.append(_with_theory(mean, theory, "" if compact else "theory "))
+                if not math.isnan(mean):
+                    keys[(i, j)] = mean
+            rows.append(line)
+            meta.append({"model": label, "task": task, "status": cell.status})
+            links[(i, 1)] = cell_anchor(label, task)
+        facts = dict.fromkeys(PER_FACTOR[c.partition(".")[0]] if "." in c else METRICS[c] for c in columns)
+        note = ("Mean over seeds of each per-factor metric on the held-out cells of the tasks whose outputs are named "
+                "factors; `(theory x)`: the same metric of the model's own kernel-theory prediction for the same split. "
+                + " ".join(f"{f.short[0].upper() + f.short[1:]}: {f.label}." for f in facts))
+        out.append(Table(title, note, ["model", "task", *map(metric_header, columns)], rows, sort_keys=keys, anchor=anchor,
+                         directions={j: METRICS[m].direction or "" for j, m in enumerate(columns, start=2)},
+                         row_meta=meta, links=links))
+    return out
+
+
+def factor_frame_columns(records: list[CellRecord], cells: dict[tuple[str, str], CellStats]) -> dict[str, list[float]]:
+    """leaderboard.csv's per-factor columns: each per-factor metric and its theory twin, mean over seeds, per cell."""
+    records = as_records(records)
+    scores, others = factor_columns(records)
+    by = _ok_by_cell(records)
+    out: dict[str, list[float]] = {}
+    for metric in scores + others:
+        theory = METRICS[metric].theory
+        pairs = [_mean_and_theory(by.get((c.model, c.task), []), metric) for c in cells.values()]
+        out[metric] = [m for m, _ in pairs]
+        if theory:
+            out[theory] = [t for _, t in pairs]
+    return out
 
 
 @dataclass
@@ -642,7 +740,8 @@ def report_tables(ctx: Any) -> list[Table]:
     kinds = {t: d.kind for t, d in ctx.tasks.items()}
     heldout = {t: d.test_mask for t, d in ctx.tasks.items()}
     tables = [summary_table(ctx.summary, ctx.verdicts, run_facts(ctx)), tasks_table(ctx), models_table(ctx),
-              leaderboard(records, task_ids, expected, kinds), theory_table(records, task_ids, expected, heldout)]
+              leaderboard(records, task_ids, expected, kinds), *factor_tables(records, task_ids, expected),
+              theory_table(records, task_ids, expected, heldout)]
     sweeps = sweep_table(records)
     if sweeps:
         tables.append(sweeps)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from compbench.report.tables import CellStats, cell_errors, leaderboard_cells, metric_header
+from compbench.report.tables import CellStats, Table, cell_errors, factor_tables, leaderboard_cells, metric_header
 from compbench.scoring.metric_facts import score_metric
 
 
@@ -30,11 +30,14 @@ def _cell(c: CellStats | None) -> str:
     return text + (" (err)" if c.n_error else "")
 
 
+def _tasks_expected(loaded: Any) -> tuple[list[str], list[tuple[str, str, str]]]:
+    return [t.id for t in loaded.suite.tasks], [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
+
+
 def compact_rows(loaded: Any, records: list[CellRecord]) -> tuple[list[str], list[list[str]], set[tuple[int, int]]]:
     """Headers ('model', 'te acc ↑', …), one row per model, and the (row, column) cells that are best."""
     records = as_records(records)
-    tasks = [t.id for t in loaded.suite.tasks]
-    expected = [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
+    tasks, expected = _tasks_expected(loaded)
     labels, cells = leaderboard_cells(records, tasks, expected)
     kinds = getattr(loaded, "task_kinds", {}) or {}
     headers = ["model"] + [f"{t} {metric_header(score_metric(kinds[t]))}" if t in kinds else t for t in tasks]
@@ -57,14 +60,21 @@ def _plain(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]]
     return tabulate(marked, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-def _rich(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]], out: TextIO) -> None:
+def factor_table(loaded: Any, records: list[CellRecord]) -> Table | None:
+    """The per-factor scores of the multi-factor tasks (R² per factor, shape accuracy; each with its theory's), or None."""
+    tables = factor_tables(records, *_tasks_expected(loaded), compact=True)
+    return tables[0] if tables else None
+
+
+def _rich(headers: list[str], rows: list[list[str]], best: set[tuple[int, int]], out: TextIO,
+          title: str = "held-out score (mean ± std over seeds; bold = best, above chance)", row_headers: int = 1) -> None:
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="held-out score (mean ± std over seeds; bold = best, above chance)", title_justify="left")
+    table = Table(title=title, title_justify="left")
     for j, h in enumerate(headers):
-        table.add_column(escape(h), justify="left" if j == 0 else "right", no_wrap=j == 0)
+        table.add_column(escape(h), justify="left" if j < row_headers else "right", no_wrap=j < row_headers)
     for i, r in enumerate(rows):
         # Sweep member ids hold brackets (`m[init_scale=0.1]`): text, not rich markup.
         table.add_row(*[f"[bold green]{escape(c)}[/]" if (i, j) in best else escape(c) for j, c in enumerate(r)])
@@ -95,6 +105,14 @@ def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any
         else:
             print("held-out score (mean ± std over seeds; * = best, above chance)", file=out)
             print(_plain(headers, rows, best), file=out)
+    factors = factor_table(loaded, records) if table else None
+    if factors is not None:
+        title = "held-out score per factor (mean over seeds; the model's theory in parentheses)"
+        if out.isatty():
+            _rich(factors.headers, factors.rows, set(), out, title, row_headers=2)
+        else:
+            print(title, file=out)
+            print(_plain(factors.headers, factors.rows, set()), file=out)
     for v in verdicts:
         if not v.passed:
             print(one_line(f"  {v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"

@@ -5,6 +5,7 @@ Records, claims, reports and `check` read these instead of repeating the knowled
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ class MetricFact:
     theory: str | None = None  # the same metric computed on the model's kernel-theory prediction
     chance: float | None = None  # the value of a predictor that ignores the input (multiclass: 1/K)
     needs_theory: bool = False  # present only when the model has a theory prediction
+    short: str = ""  # a column header's words, where the label is too long for one ("scale R²")
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -52,9 +54,11 @@ class _Metrics(dict):
 # Per-factor metrics of a task that names its outputs (TaskData.output_names, e.g. `sprites`): the
 # record carries `base.factor` for every factor (factor_r2.scale, factor_slope.x, class_acc.shape).
 PER_FACTOR: dict[str, MetricFact] = _facts(
-    MetricFact("factor_r2", "held-out R² against the factor's variance over the whole grid", "higher", "regression", "theory_factor_r2", 0.0),
-    MetricFact("factor_slope", "held-out slope of prediction vs truth", None, "regression", "theory_factor_slope"),
-    MetricFact("class_acc", "held-out accuracy as a class (largest one-hot output)", "higher", "regression", "theory_class_acc"),
+    MetricFact("factor_r2", "held-out R² against the factor's variance over the whole grid", "higher", "regression", "theory_factor_r2", 0.0,
+               short="R²"),
+    MetricFact("factor_slope", "held-out slope of prediction vs truth", None, "regression", "theory_factor_slope", short="slope"),
+    MetricFact("class_acc", "held-out accuracy as a class (largest one-hot output)", "higher", "regression", "theory_class_acc",
+               short="accuracy"),
     MetricFact("theory_factor_r2", "held-out R² of the theory against the factor's variance", "higher", "regression", needs_theory=True),
     MetricFact("theory_factor_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
     MetricFact("theory_class_acc", "held-out accuracy of the theory as a class", "higher", "regression", needs_theory=True),
@@ -68,7 +72,19 @@ def per_factor_fact(name: str) -> MetricFact | None:
     if not dot or not factor or fact is None:
         return None
     theory = f"{fact.theory}.{factor}" if fact.theory else None
-    return MetricFact(name, f"{fact.label}: {factor}", fact.direction, fact.kind, theory, fact.chance, fact.needs_theory)
+    return MetricFact(name, f"{fact.label}: {factor}", fact.direction, fact.kind, theory, fact.chance, fact.needs_theory,
+                      f"{factor} {fact.short}".rstrip())
+
+
+def per_factor_groups(names: Iterable[str]) -> dict[str, list[str]]:
+    """The per-factor metrics among `names`, by base, theory twins left out: {"factor_r2": ["factor_r2.scale", …]},
+    bases in PER_FACTOR's order, each base's metrics in their first appearance's order (the task's output order)."""
+    groups: dict[str, dict[str, None]] = {base: {} for base, fact in PER_FACTOR.items() if not fact.needs_theory}
+    for name in names:
+        base = name.partition(".")[0]
+        if base in groups and per_factor_fact(name) is not None:
+            groups[base][name] = None
+    return {base: list(found) for base, found in groups.items() if found}
 
 
 def metric_allowed(metric: str, allowed: tuple[str, ...]) -> bool:
@@ -99,7 +115,7 @@ METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True),
     # the mean over the regressed factors of factor_r2.<factor> (Schott et al. 2022's score), and its theory's
     MetricFact("factor_r2", "mean per-factor held-out R² (against each factor's variance over the whole grid)", "higher",
-               "regression", "theory_factor_r2", 0.0),
+               "regression", "theory_factor_r2", 0.0, short="mean R²"),
     MetricFact("theory_factor_r2", "mean per-factor held-out R² of the theory", "higher", "regression", needs_theory=True),
 ))
 
