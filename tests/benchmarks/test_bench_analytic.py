@@ -21,7 +21,8 @@ neural-tangents lives in an optional, isolated environment (its pins do not fit 
 `COMPBENCH_NT_PYTHON` at that environment's python (default /work/nt-venv/bin/python); without it
 the neural-tangents comparison is skipped. Run with
 `pytest tests/benchmarks/test_bench_analytic.py --benchmark-only`; timings only mean something on
-an otherwise idle machine.
+an otherwise idle machine. tests/benchmarks/interleaved_nt.py measures the same ratio (and the
+ConvNet eNTK's) in interleaved rounds, with its min–max.
 """
 
 from __future__ import annotations
