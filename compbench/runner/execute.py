@@ -160,12 +160,10 @@ class _SharedFactor:
         if kernels is not self.shared or self.shared is None:
             return None
         if not self._tried:
-            from compbench.theory.regression import SymmetricFactor, is_symmetric
+            from compbench.theory.regression import factor_of
 
             self._tried = True
-            K = np.asarray(self.shared[0], dtype=np.float64)
-            if is_symmetric(K) and np.isfinite(K).all():
-                self._factor = SymmetricFactor(K)
+            self._factor = factor_of(self.shared[0])
         return self._factor
 
 

@@ -116,6 +116,12 @@ class SymmetricFactor:
         return V @ coef
 
 
+def factor_of(K: np.ndarray) -> SymmetricFactor | None:
+    """K's SymmetricFactor when a min-norm solve would use one (exactly symmetric and finite), else None."""
+    Kt = np.asarray(K, dtype=np.float64)
+    return SymmetricFactor(Kt) if is_symmetric(Kt) and np.isfinite(Kt).all() else None
+
+
 def is_symmetric(K: np.ndarray) -> bool:
     """K equals its transpose bitwise (symmetric Grams of compbench's kernels are built so)."""
     return K.ndim == 2 and K.shape[0] == K.shape[1] and bool(np.array_equal(K, K.T))
