@@ -119,3 +119,15 @@ def old_standard_mlp_ntk(
         p = 2 * s2 * e_dots[layer - 1] * p
         ntk = ntk + p * (inputs[layer - 1] + b_term)
     return ntk, q_ab
+
+
+def old_additivity_hat(cells, train_mask, rcond=1e-10):  # noqa: ANN001, ANN201 — AdditivityFit before the Gram route
+    """(held-out hat matrix, pinv) as AdditivityFit computed them with numpy's SVD pseudo-inverse."""
+    from compbench.theory.additivity import conjunction_features
+
+    mask = np.asarray(train_mask, dtype=bool)
+    features, _ = conjunction_features(cells, mask)
+    x = features[:, 1:]
+    xc = x - x.mean(axis=0)
+    pinv = np.linalg.pinv(xc, rcond=rcond)
+    return xc[~mask] @ pinv + 1.0 / len(mask), pinv

@@ -5,6 +5,8 @@ Today's engine against the reference implementations it replaced (tests/kernel_r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from kernel_reference import old_adapter_solve, old_engine_solve, old_relu_recursion
@@ -378,3 +380,87 @@ def test_standard_mlp_ntk_in_blocks_equals_the_one_pass_reference(depth: int, bi
             assert n.shape == o.shape and _rel(n, o) < 1e-13
     ntk, nngp = analytic.standard_mlp_ntk(x, None, width=64, depth=depth, bias=bias)
     assert np.array_equal(ntk, ntk.T) and np.array_equal(nngp, nngp.T)
+
+
+def _grid_cells(sizes: tuple[int, ...]) -> np.ndarray:
+    return np.stack(np.meshgrid(*[np.arange(k) for k in sizes], indexing="ij"), axis=-1).reshape(-1, len(sizes))
+
+
+@pytest.mark.parametrize("sizes", [(8, 8, 6), (4, 4, 4, 5)])
+def test_additivity_fit_by_gram_equals_the_svd_pseudo_inverse(sizes: tuple[int, ...]) -> None:
+    from kernel_reference import old_additivity_hat
+
+    cells = _grid_cells(sizes)
+    rng = np.random.default_rng(len(sizes))
+    train = rng.random(len(cells)) > 0.25
+    fit = theory.AdditivityFit(cells, train)
+    assert fit.method == "gram-eigh"  # ≥ 256 cells: the smaller Gram's eigendecomposition
+    old_hat, old_pinv = old_additivity_hat(cells, train)
+    assert _rel(fit._hat_test, old_hat) < 1e-9
+    assert _rel(fit._pinv, old_pinv) < 1e-9
+    # the conjunction features are rank-deficient (centred indicators of nested subsets): same rank as the SVD's
+    xc = fit.features[:, 1:] - fit.features[:, 1:].mean(axis=0)
+    s = np.linalg.svd(xc, compute_uv=False)
+    assert fit._svd.rank == int((s > 1e-10 * s.max()).sum()) < min(xc.shape)
+    preds = rng.normal(size=(3, len(cells)))
+    old_fitted = preds @ old_hat.T
+    np.testing.assert_allclose(preds[:, ~train].shape, old_fitted.shape)
+    y_test = preds[:, ~train]
+    old_r2 = 1 - ((y_test - old_fitted) ** 2).sum(1) / ((y_test - y_test.mean(1, keepdims=True)) ** 2).sum(1)
+    np.testing.assert_allclose(fit.score(preds), old_r2, rtol=0, atol=1e-10)
+
+
+def _with_spectrum(s: np.ndarray, n: int, p: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    u, _ = np.linalg.qr(rng.normal(size=(n, len(s))))
+    v, _ = np.linalg.qr(rng.normal(size=(p, len(s))))
+    return (u * s) @ v.T
+
+
+@pytest.mark.parametrize("shape", [(300, 500), (500, 300)])
+def test_truncated_svd_takes_the_gram_route_only_when_its_rank_is_the_svds(shape: tuple[int, int]) -> None:
+    from compbench.theory.regression import TruncatedSVD
+
+    n, p = shape
+    well = np.geomspace(1.0, 1e-2, 280)
+    # 1: a clean gap (280 directions, the rest exactly zero): the Gram route, the pinv of numpy's SVD
+    x = _with_spectrum(well, n, p, 0)
+    t = TruncatedSVD(x, 1e-10)
+    assert (t.method, t.rank) == ("gram-eigh", 280)
+    assert _rel(t.pinv(), np.linalg.pinv(x, rcond=1e-10)) < 1e-9
+    # 2: one direction at 1e-7·σ_max, above the cutoff but invisible in the squared spectrum (λ = 1e-14·λ_max):
+    # the Gram route would drop it, its dropped part (1e-7) is measured on x and the SVD decides instead
+    x = _with_spectrum(np.append(well, 1e-7), n, p, 1)
+    t = TruncatedSVD(x, 1e-10)
+    assert (t.method, t.rank) == ("svd", 281)
+    assert _rel(t.pinv(), np.linalg.pinv(x, rcond=1e-10)) < 1e-9
+    # 3: one direction at 1e-13·σ_max, below the cutoff by more than the margin: dropped by both routes
+    x = _with_spectrum(np.append(well, 1e-13), n, p, 2)
+    t = TruncatedSVD(x, 1e-10)
+    assert (t.method, t.rank) == ("gram-eigh", 280)
+    assert _rel(t.pinv(), np.linalg.pinv(x, rcond=1e-10)) < 1e-9
+    # 4: a small matrix is always the SVD
+    assert TruncatedSVD(x[:100, :100], 1e-10).method == "svd"
+
+
+@pytest.mark.slow
+def test_bundled_suites_additivity_fits_equal_the_svd_pseudo_inverse() -> None:
+    """Every additivity fit of every bundled suite (every task and split) against the SVD pseudo-inverse it replaced."""
+    from kernel_reference import old_additivity_hat
+
+    from compbench.runner.cells import prepare_tasks
+    from compbench.suite import load_suite
+
+    names = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "suites").glob("*.yaml"))
+    fits = 0
+    for name in names:
+        for tid, task in prepare_tasks(load_suite(name)).items():
+            fit = task.additivity
+            if fit is None:
+                continue
+            old_hat, old_pinv = old_additivity_hat(task.data.cells, task.data.train_mask)
+            hat, pinv = _rel(fit._hat_test, old_hat), _rel(fit._pinv, old_pinv)
+            print(f"{name}/{tid}: {fit.features.shape} {fit.method} hat={hat:.1e} pinv={pinv:.1e}")
+            assert hat < 1e-9 and pinv < 1e-9, f"{name}/{tid}"
+            fits += 1
+    assert fits > 20

@@ -61,7 +61,7 @@ class SpritesParams(TaskParams):
         default=False, description="declare that the split holds out values no training cell has (extrapolation)"
     )
     additivity: bool = Field(
-        default=False, description="fit the conjunction-wise additivity score (over 5 factors: ~25 s per 1,728-cell task on 2 cores)"
+        default=False, description="fit the conjunction-wise additivity score (over 5 factors: its features and fit take about 2 s per 1,728-cell task on one thread)"
     )
 
 

@@ -24,7 +24,7 @@ from compbench.theory.overlap import (
     pattern_table,
     resolve_weights,
 )
-from compbench.theory.regression import DEFAULT_RCOND, SymmetricFactor, kernel_regression, kernel_svm, kernel_svr
+from compbench.theory.regression import DEFAULT_RCOND, SymmetricFactor, TruncatedSVD, kernel_regression, kernel_svm, kernel_svr
 from compbench.theory.salience import kernel_by_overlap, memorization_leak_slope, saliences
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "ConjunctionLabel",
     "NotPSDError",
     "SymmetricFactor",
+    "TruncatedSVD",
     "Weights",
     "additivity_score",
     "irrelevant_share",

@@ -6,6 +6,8 @@ from itertools import combinations
 
 import numpy as np
 
+from compbench.theory.regression import TruncatedSVD
+
 __all__ = ["AdditivityFit", "ConjunctionLabel", "additivity_score", "conjunction_features", "irrelevant_share", "pooled_score"]
 
 # (S, s): component subset S (sorted indices) and its values s; ((), ()) is the intercept.
@@ -62,9 +64,20 @@ class AdditivityFit:
         x = self.features[:, 1:]
         self._col_mean = x.mean(axis=0)
         xc = x - self._col_mean
-        self._pinv = np.linalg.pinv(xc, rcond=rcond)  # (p−1, n); annihilates constants
-        # Fitted held-out values = mean(y) + xc[test] @ pinv @ y: one (n_test, n) matrix.
-        self._hat_test = xc[self.test_mask] @ self._pinv + 1.0 / n
+        # pinv(xc)'s directions (its range is orthogonal to constants, so the fit annihilates them)
+        self._svd = TruncatedSVD(xc, rcond)
+        self.method = self._svd.method
+        # Fitted held-out values = mean(y) + xc[test] @ pinv(xc) @ y = mean(y) + U[test] Uᵀ y: one (n_test, n) matrix.
+        u = self._svd.u
+        self._hat_test = u[self.test_mask] @ u.T + 1.0 / n
+        self._pinv_cache: np.ndarray | None = None
+
+    @property
+    def _pinv(self) -> np.ndarray:
+        """pinv(xc), (p−1, n): the coefficients' map, built on first use (only some metrics need it)."""
+        if self._pinv_cache is None:
+            self._pinv_cache = self._svd.pinv()
+        return self._pinv_cache
 
     @property
     def n_features(self) -> int:

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["DEFAULT_RCOND", "SymmetricFactor", "is_symmetric", "kernel_regression", "kernel_svm", "kernel_svr"]
+__all__ = ["DEFAULT_RCOND", "SymmetricFactor", "TruncatedSVD", "is_symmetric", "kernel_regression", "kernel_svm", "kernel_svr"]
 
 # Relative singular-value cutoff of the min-norm solve. Gram matrices of exactly rank-deficient
 # kernels (e.g. a purely additive overlap kernel) carry round-off "eigenvalues" of a few n·ε·λ_max;
@@ -114,6 +114,85 @@ class SymmetricFactor:
         coef = V.T @ r
         coef /= self.w[keep] if coef.ndim == 1 else self.w[keep][:, None]
         return V @ coef
+
+
+# A matrix whose smaller side has this many rows or more gets its pseudo-inverse from the eigendecomposition
+# of its smaller Gram (x xᵀ or xᵀ x: one matmul and a symmetric eigensolver, against gesdd's bidiagonalisation;
+# the five-factor sprite grid's centred 1728 × 4464 conjunction features on one thread: 1.5 s against 5.9 s),
+# when that provably keeps the directions the SVD would keep.
+GRAM_SVD_FROM = 256
+# The Gram route keeps eigenvalues of at least this fraction of the largest: their singular values are then
+# ≥ 3e-3·σ_max (far above any pinv cutoff) and the kept eigenvectors accurate to about n·ε / GRAM_KEEP.
+GRAM_KEEP = 1e-5
+# ... and holds only when what it drops is below the cutoff by this factor (measured directly on x, not on the
+# squared spectrum): every dropped singular value is then ≤ ‖dropped part‖_F < cutoff, so the SVD drops it too.
+GRAM_DROP_MARGIN = 10.0
+
+
+class TruncatedSVD:
+    """x ≈ U diag(s) Vᵀ keeping singular values > rcond·σ_max, the directions `np.linalg.pinv(x, rcond)` keeps.
+
+    A matrix whose smaller side has GRAM_SVD_FROM rows or more is first decomposed through its smaller
+    Gram's eigendecomposition; that route stands only when its rank decision provably equals the SVD's:
+    every kept eigenvalue ≥ GRAM_KEEP·λ_max and the dropped part of x itself (‖x − U Uᵀ x‖_F, measured on
+    x) below the cutoff by GRAM_DROP_MARGIN. Otherwise (and for small matrices) it is numpy's SVD.
+    `method` says which ("gram-eigh" or "svd").
+    """
+
+    def __init__(self, x: np.ndarray, rcond: float) -> None:
+        """Decompose x (2-D, finite) with pinv's relative cutoff rcond."""
+        a = np.asarray(x, dtype=np.float64)
+        if a.ndim != 2:
+            raise ValueError(f"x must be 2-D, got shape {a.shape}")
+        self.shape = a.shape
+        self.method = "svd"
+        self._v: np.ndarray | None = None
+        got = self._by_gram(a, rcond) if min(a.shape) >= GRAM_SVD_FROM else None
+        if got is None:
+            u, s, vt = np.linalg.svd(a, full_matrices=False)
+            keep = s > rcond * s.max() if s.size else np.zeros(0, bool)
+            self.u, self.s, self._v = u[:, keep], s[keep], vt[keep].T
+        else:
+            self.method = "gram-eigh"
+            self.u, self.s, self._v = got
+        self._x = a
+
+    @staticmethod
+    def _by_gram(a: np.ndarray, rcond: float) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+        wide = a.shape[0] <= a.shape[1]
+        gram = a @ a.T if wide else a.T @ a
+        w, q = np.linalg.eigh(gram)
+        top = float(w[-1]) if w.size else 0.0
+        if not top > 0:
+            return None
+        keep = w >= GRAM_KEEP * top
+        cutoff = rcond * np.sqrt(top)
+        # The complement of the kept eigenvectors spans what is dropped: its part of x, measured on x.
+        rest = q[:, ~keep]
+        dropped = np.linalg.norm(rest.T @ a if wide else a @ rest)
+        if not dropped * GRAM_DROP_MARGIN < cutoff:
+            return None
+        s = np.sqrt(w[keep])
+        if wide:
+            return q[:, keep], s, None  # V = xᵀ U / s, built when asked for
+        v = q[:, keep]
+        return (a @ v) / s, s, v
+
+    @property
+    def v(self) -> np.ndarray:
+        """The kept right singular vectors, (p, r)."""
+        if self._v is None:
+            self._v = (self._x.T @ self.u) / self.s
+        return self._v
+
+    @property
+    def rank(self) -> int:
+        """How many directions are kept."""
+        return int(self.s.size)
+
+    def pinv(self) -> np.ndarray:
+        """The pseudo-inverse V diag(1/s) Uᵀ, (p, n)."""
+        return (self.v / self.s) @ self.u.T
 
 
 def factor_of(K: np.ndarray) -> SymmetricFactor | None:
