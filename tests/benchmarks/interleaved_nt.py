@@ -4,6 +4,7 @@
     python tests/benchmarks/interleaved_nt.py --quick                   # N = 256, 2 rounds: does it work
     python tests/benchmarks/interleaved_nt.py --check --threads one     # full size: the agreement only
     python tests/benchmarks/interleaved_nt.py --only convnet --threads one --rounds 9
+    python tests/benchmarks/interleaved_nt.py --only convnet --busy 4 --rounds 5   # beside 4 busy processes
 
 Two comparisons, each on the same inputs (and weights) on both sides, the answers checked to agree
 before anything is timed:
@@ -486,6 +487,21 @@ def cases_for(args: argparse.Namespace) -> list[dict[str, Any]]:
     return cases
 
 
+def _start_busy(k: int) -> list[subprocess.Popen]:
+    """busy_machine.py's busy loops (this file runs as a script or is loaded by path: import it beside us)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from busy_machine import start_busy
+
+    return start_busy(k)
+
+
+def _stop_busy(procs: list[subprocess.Popen]) -> None:
+    if procs:
+        from busy_machine import stop_busy
+
+        stop_busy(procs)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     modes = ["one", "default"] if args.threads == "both" else [args.threads]
     cases = cases_for(args)
@@ -500,6 +516,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="compbench-nt-") as tmp_name:
         tmp = Path(tmp_name)
         workers: dict[str, tuple[Worker, Worker]] = {}
+        busy: list[subprocess.Popen] = []
         try:
             for mode in modes:
                 workers[mode] = (Worker(sys.executable, "compbench", mode, args.core, tmp),
@@ -512,6 +529,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     entry.update(case=case, threads=mode, compbench=[], neural_tangents=[], order=[])
                     result["cases"][f"{case['key']}/{mode}"] = entry
                     print(f"prepared {case['key']} [{mode}]: agreement {entry['agreement']}", flush=True)
+            busy = _start_busy(args.busy) if rounds else []
+            result["busy"] = len(busy)
+            if busy:
+                print(f"timing beside {len(busy)} busy processes", flush=True)
             for r in range(rounds):
                 for mode, (cb, nt) in workers.items():
                     for case in cases:
@@ -522,6 +543,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         entry["order"].append("compbench first" if r % 2 == 0 else "neural-tangents first")
                 print(f"round {r + 1}/{rounds} done", flush=True)
         finally:
+            _stop_busy(busy)
             for pair in workers.values():
                 for worker in pair:
                     worker.close()
@@ -548,6 +570,8 @@ def report(result: dict[str, Any]) -> str:
             f"{nt['min']:.4f}–{nt['max']:.4f} s, ratio compbench/neural-tangents {ratio['min']:.3f}–{ratio['max']:.3f} "
             f"over {len(e['ratios'])} interleaved rounds (busy threads {busy[0]} / {busy[1]})"
         )
+    if result.get("busy"):
+        lines.append(f"timed beside {result['busy']} busy processes (`python -c \"while True: pass\"`)")
     lines.append(f"load average at start {result['load_average_start']}, at end {result['load_average_end']}; "
                  f"{result['seconds']:.0f} s in all")
     return "\n".join(lines)
@@ -561,6 +585,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every timing, the agreement and the settings here")
     parser.add_argument("--threads", choices=["one", "default", "both"], default="both")
     parser.add_argument("--only", choices=["analytic", "convnet"], default=None)
+    parser.add_argument("--busy", type=int, default=0,
+                        help="time beside this many busy processes (started after the warm-up, killed after the rounds)")
     parser.add_argument("--depths", type=lambda s: [int(d) for d in s.split(",")], default=list(DEPTHS))
     parser.add_argument("--model", default="convnet", help="a convnet model of kernel-limits-images (convnet, convnet-lazy)")
     parser.add_argument("--dtype", choices=["float32", "float64"], default="float32",
