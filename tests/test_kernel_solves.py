@@ -441,6 +441,12 @@ def test_truncated_svd_takes_the_gram_route_only_when_its_rank_is_the_svds(shape
     assert _rel(t.pinv(), np.linalg.pinv(x, rcond=1e-10)) < 1e-9
     # 4: a small matrix is always the SVD
     assert TruncatedSVD(x[:100, :100], 1e-10).method == "svd"
+    # 5: a cutoff (1e-2·σ_max) above what the Gram route keeps (≥ 3.2e-3·σ_max): the SVD, which drops the
+    # directions between them (the spectrum runs from 1 down to 1e-2)
+    x = _with_spectrum(well, n, p, 3)
+    t = TruncatedSVD(x, 2e-2)
+    assert t.method == "svd" and t.rank == int((well > 2e-2).sum()) < 280
+    assert _rel(t.pinv(), np.linalg.pinv(x, rcond=2e-2)) < 1e-9
 
 
 @pytest.mark.slow

@@ -122,7 +122,8 @@ class SymmetricFactor:
 # when that provably keeps the directions the SVD would keep.
 GRAM_SVD_FROM = 256
 # The Gram route keeps eigenvalues of at least this fraction of the largest: their singular values are then
-# ≥ 3e-3·σ_max (far above any pinv cutoff) and the kept eigenvectors accurate to about n·ε / GRAM_KEEP.
+# ≥ 3e-3·σ_max (the route is taken only for a cutoff rcond ≤ 3e-4, ten times below) and the kept
+# eigenvectors accurate to about n·ε / GRAM_KEEP.
 GRAM_KEEP = 1e-5
 # ... and holds only when what it drops is below the cutoff by this factor (measured directly on x, not on the
 # squared spectrum): every dropped singular value is then ≤ ‖dropped part‖_F < cutoff, so the SVD drops it too.
@@ -134,8 +135,9 @@ class TruncatedSVD:
 
     A matrix whose smaller side has GRAM_SVD_FROM rows or more is first decomposed through its smaller
     Gram's eigendecomposition; that route stands only when its rank decision provably equals the SVD's:
-    every kept eigenvalue ≥ GRAM_KEEP·λ_max and the dropped part of x itself (‖x − U Uᵀ x‖_F, measured on
-    x) below the cutoff by GRAM_DROP_MARGIN. Otherwise (and for small matrices) it is numpy's SVD.
+    every kept singular value (eigenvalue ≥ GRAM_KEEP·λ_max) and the dropped part of x itself
+    (‖x − U Uᵀ x‖_F, measured on x) on either side of the cutoff by GRAM_DROP_MARGIN. Otherwise (and for
+    small matrices, or a cutoff above 3e-4) it is numpy's SVD.
     `method` says which ("gram-eigh" or "svd").
     """
 
@@ -147,7 +149,9 @@ class TruncatedSVD:
         self.shape = a.shape
         self.method = "svd"
         self._v: np.ndarray | None = None
-        got = self._by_gram(a, rcond) if min(a.shape) >= GRAM_SVD_FROM else None
+        # the kept singular values (≥ √GRAM_KEEP·σ_max) must clear the cutoff by the same margin as the dropped
+        gram_route = min(a.shape) >= GRAM_SVD_FROM and rcond * GRAM_DROP_MARGIN <= np.sqrt(GRAM_KEEP)
+        got = self._by_gram(a, rcond) if gram_route else None
         if got is None:
             u, s, vt = np.linalg.svd(a, full_matrices=False)
             keep = s > rcond * s.max() if s.size else np.zeros(0, bool)
