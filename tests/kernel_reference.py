@@ -13,7 +13,7 @@ import numpy as np
 from compbench.theory import analytic
 
 
-def old_relu_moments(q_aa, q_bb, q_ab, diagonal=None):  # noqa: ANN001, ANN201 — signature of analytic._relu_moments
+def old_relu_moments(q_aa, q_bb, q_ab, diagonal=None, same=None):  # noqa: ANN001, ANN201 — signature of analytic._relu_moments
     norm = np.sqrt(np.outer(q_aa, q_bb))
     live = norm > 0
     cos = np.clip(np.divide(q_ab, norm, out=np.zeros_like(q_ab), where=live), -1.0, 1.0)

@@ -101,10 +101,37 @@ def test_standard_mlp_ntk_symmetric_and_exact_diagonal() -> None:
     assert np.array_equal(ntk, ntk.T) and np.array_equal(nngp, nngp.T)
     ntk2, _ = theory.standard_mlp_ntk(x, x.copy(), width=100, depth=2)
     np.testing.assert_array_equal(ntk2, ntk)
-    cross, _ = theory.standard_mlp_ntk(x, x + 1e-300, width=100, depth=2)  # not equal bitwise? then the cross path
-    off = ~np.eye(60, dtype=bool)
-    assert _rel(ntk[off], cross[off]) < 1e-12
-    assert _rel(np.diag(ntk), np.diag(cross)) < 1e-6  # the cross path's arccos round-off on the diagonal
+    # the cross path (x_b a permutation of x, so not the symmetric Gram): each input paired with itself by the
+    # closed form, bit for bit the symmetric Gram's diagonal; every other pair equal to the symmetric Gram's
+    perm = np.random.default_rng(3).permutation(60)
+    cross, _ = theory.standard_mlp_ntk(x, x[perm], width=100, depth=2)
+    back = np.argsort(perm)
+    assert np.array_equal(cross[np.arange(60), back], np.diag(ntk))
+    assert _rel(cross[:, back], ntk) < 1e-12
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_an_input_paired_with_itself_is_the_same_number_in_every_kernel(depth: int) -> None:
+    """K(evaluate, train) on evaluation inputs that include the training inputs repeats K(train, train) at
+    every input's pair with itself (θ = 0 by the closed form, not arccos(1 − ulp)): kernel regression then
+    interpolates its training cells to round-off (it was off by 1.7e-6 on a Gram of condition 1e6)."""
+    rng = np.random.default_rng(depth)
+    cells = np.stack(np.meshgrid(*[np.linspace(-1, 1, 8)] * 3, indexing="ij"), axis=-1).reshape(-1, 3)
+    cells = cells + 0.01 * rng.normal(size=cells.shape)  # real-valued inputs: their cosines are not exactly 1
+    train = rng.random(len(cells)) < 0.75
+    x_tr = cells[train]
+    K_tr = theory.relu_ntk(x_tr, None, depth)
+    K_ev = theory.relu_ntk(cells, x_tr, depth)
+    rows = np.flatnonzero(train)
+    assert np.array_equal(K_ev[rows, np.arange(len(rows))], np.diag(K_tr))
+    assert _rel(K_ev[rows], K_tr) < 1e-12
+    y = rng.normal(size=len(x_tr))
+    pred = theory.kernel_regression(K_tr, K_ev, y)
+    assert np.abs(pred[rows] - y).max() < 1e-9 * np.abs(y).max()
+    # a training set with a duplicated input: both copies' pairs take the closed form too
+    dup = np.concatenate([x_tr[:20], x_tr[:1]])
+    K_dup = theory.relu_ntk(dup, None, depth)
+    assert K_dup[0, 20] == K_dup[20, 0] == K_dup[0, 0] == K_dup[20, 20]
 
 
 def test_empirical_ntk_triangle_is_symmetric_and_equals_the_full_gram() -> None:
@@ -355,9 +382,13 @@ models: [{id: mlp, adapter: mlp, params: {width: 32, max_steps: 20}}]
     for rec in res.records:
         assert rec.ok and rec.theory_predictions is not None
     monkeypatch.setattr(regression.SymmetricFactor, "__init__", init)
+    from compbench.runner import execute
+
+    monkeypatch.setattr(execute._SharedFactor, "get", lambda self, kernels: None)  # each seed solves on its own
     alone = evaluate(str(suite), out=tmp_path / "alone", progress=False, force=True)
+    assert len(made) == 1  # no factor was shared (17 training cells: below CHOLESKY_FROM, each solve by eigh)
     for a, b in zip(res.records, alone.records):
-        np.testing.assert_array_equal(np.asarray(a.theory_predictions), np.asarray(b.theory_predictions))
+        np.testing.assert_allclose(np.asarray(a.theory_predictions), np.asarray(b.theory_predictions), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("depth", [0, 1, 2, 3])
@@ -373,11 +404,17 @@ def test_standard_mlp_ntk_in_blocks_equals_the_one_pass_reference(depth: int, bi
     x[7] = 0.0  # a zero input: zero-variance pre-activations without bias
     y = rng.normal(size=(40, 5))
     y[3] = x[4]
+    sym = analytic.standard_mlp_ntk(x, None, width=64, depth=depth, init_scale=0.7, bias=bias)
     for xb in (None, y):
         new = analytic.standard_mlp_ntk(x, xb, width=64, depth=depth, init_scale=0.7, bias=bias)
         old = old_standard_mlp_ntk(x, xb, width=64, depth=depth, init_scale=0.7, bias=bias)
+        other = np.ones(new[0].shape, dtype=bool)
+        if xb is not None:  # x[4] paired with itself: the closed form of the symmetric Gram's diagonal, not arccos
+            other[4, 3] = False
+            for n, g in zip(new, sym):
+                assert n[4, 3] == g[4, 4]
         for n, o in zip(new, old):
-            assert n.shape == o.shape and _rel(n, o) < 1e-13
+            assert n.shape == o.shape and _rel(n[other], o[other]) < 1e-13
     ntk, nngp = analytic.standard_mlp_ntk(x, None, width=64, depth=depth, bias=bias)
     assert np.array_equal(ntk, ntk.T) and np.array_equal(nngp, nngp.T)
 

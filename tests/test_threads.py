@@ -192,10 +192,12 @@ def test_a_worker_sets_the_environment_and_torch(monkeypatch):
     monkeypatch.setattr(torch, "set_num_threads", calls.append)
     monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
     monkeypatch.setattr(torch, "set_num_interop_threads", lambda n: calls.append(("interop", n)))
+    blas = []
+    monkeypatch.setattr(threads, "_limit_blas", blas.append)  # the real one would leave this process's BLAS at 3
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
     threads.apply_in_worker(ThreadPlan(3, 1, "user"))
-    assert calls[0] == 3
+    assert calls[0] == 3 and blas == [3]
     assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "3"
     calls.clear()
     threads.apply_in_worker(ThreadPlan(None, None, "torch default"))
@@ -282,4 +284,34 @@ def test_the_policy_limits_the_blas_pools_too_and_restores_them():
         assert blas() == {1}
     finally:
         restore(previous)
+    assert blas() == before
+
+
+def test_nested_runs_restore_only_what_they_set():
+    """A run inside a run (the pytest plugin around `evaluate`, a notebook calling run_suite twice): an inner
+    run that set nothing, or the same limit, leaves the outer run's BLAS limit in place; one that set another
+    limit gives it back; the outer run's restore brings back the process's own."""
+    from threadpoolctl import threadpool_info
+
+    from compbench.runner.threads import ThreadPlan, apply_in_this_process, restore
+
+    def blas() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    before = blas()
+    outer = apply_in_this_process(ThreadPlan(1, 1, "policy"))
+    try:
+        assert blas() == {1} and outer.blas is not None
+        restore(None)  # an inner run that trained nothing here (every cell cached)
+        assert blas() == {1}
+        same = apply_in_this_process(ThreadPlan(1, 1, "policy"))
+        assert same.blas is None
+        restore(same)
+        assert blas() == {1}
+        other = apply_in_this_process(ThreadPlan(2, 1, "user"))
+        assert blas() == {2}
+        restore(other)
+        assert blas() == {1}
+    finally:
+        restore(outer)
     assert blas() == before

@@ -195,6 +195,7 @@ def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any
         kernels[0], kernels[1], y.reshape(-1),
         f0_train=None if f0_tr is None else f0_tr.reshape(-1),
         f0_eval=None if f0_ev is None else f0_ev.reshape(-1),
+        factor=factor,
         **options,
     )
     return flat.reshape(-1, k)
@@ -208,7 +209,8 @@ def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_n
     if fit.theory_predictions is not None:
         sample_theory = np.asarray(fit.theory_predictions, dtype=np.float64)
     elif kernels is not None:
-        factor = shared_factor.get(kernels) if shared_factor is not None and options.get("ridge", 0) == 0 else None
+        min_norm = options["objective"] in ("min_norm", "ridge") and options.get("ridge", 0) == 0
+        factor = shared_factor.get(kernels) if shared_factor is not None and min_norm else None
         sample_theory = _theory_samples(fit, kernels, options, enc, factor)
     out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where)
     return {**out, "theory_kernel": kernel_name, "theory_objective": options["objective"], "scoring": scoring.scoring_version()}

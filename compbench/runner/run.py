@@ -17,7 +17,7 @@ from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_tim
 from compbench.runner.execute import run_job
 from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
-from compbench.runner.threads import ThreadPlan, apply_in_this_process, plan_for_run, restore
+from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.scoring import score as scoring
 from compbench.store import ResultStore, StoreError
 from compbench.suite import LoadedSuite, matches
@@ -61,7 +61,7 @@ class SuiteRunner:
         # torch's threads in this process when a job trains here (runner.threads; default one thread),
         # set at the first such job, so that a cached run never imports torch; restored by close().
         self.threads = threads if threads is not None else plan_for_run()
-        self._threads_before: int | None = None
+        self._applied: list[Applied] = []  # what this runner's thread settings changed, undone by close()
         self.device = resolve_device(device) if resolve else device
         self.store = ResultStore(Path(out_dir) / "store")
         if writer:
@@ -208,9 +208,9 @@ class SuiteRunner:
         imports it; a job that trains does, first, so that every record of a run states the same
         torch version and thread count (`threads`, `determinism`), whichever adapter ran first.
         """
-        before = apply_in_this_process(self.threads)
-        if self._threads_before is None:
-            self._threads_before = before
+        applied = apply_in_this_process(self.threads)
+        if not self._applied or applied.blas is not None:  # the first (torch's count before) and every BLAS limit
+            self._applied.append(applied)
 
     def _reusable(self, key: str, code: str) -> bool:
         """A stored record is reused when it did not fail and the same code computed it (else it is stale)."""
@@ -228,8 +228,8 @@ class SuiteRunner:
             pass  # the store is gone or unwritable: the error that stopped the run says so
         finally:
             self.store.close()
-            restore(self._threads_before)  # a caller lending its process (run_suite, pytest) gets its count back
-            self._threads_before = None
+            while self._applied:  # a caller lending its process (run_suite, pytest) gets its settings back
+                restore(self._applied.pop())
 
 
 def _execute(

@@ -22,9 +22,10 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
-    "MAX_THREADS", "TORCH_DEFAULT", "ThreadPlan", "apply_in_this_process", "apply_in_worker", "cgroup_cpu_limit",
+    "MAX_THREADS", "TORCH_DEFAULT", "Applied", "ThreadPlan", "apply_in_this_process", "apply_in_worker", "cgroup_cpu_limit",
     "choose_threads", "current_threads", "plan_for_run", "restore", "usable_cores",
 ]
 
@@ -138,44 +139,64 @@ def _set_torch(torch, plan: ThreadPlan) -> None:  # type: ignore[no-untyped-def]
             pass
 
 
-def apply_in_this_process(plan: ThreadPlan) -> int | None:
-    """Import torch (before the first job trains) and set its threads by the plan; the previous intra-op count.
+@dataclass(frozen=True)
+class Applied:
+    """What one `apply_in_this_process` changed, for `restore` to undo: torch's count before it, the BLAS limit it set."""
 
-    The previous count is returned so that a caller that lends its process (`run_suite`, the pytest
-    plugin) can restore it (`restore`); the inter-op count cannot be restored and is set only when
-    this call imports torch itself.
+    torch_threads: int
+    blas: Any = None  # the threadpoolctl limiter this call set (None: the BLAS pools were already so)
+
+
+def apply_in_this_process(plan: ThreadPlan) -> Applied:
+    """Import torch (before the first job trains) and set its threads and the BLAS pools' by the plan.
+
+    What it changed is returned so that a caller that lends its process (`run_suite`, the pytest
+    plugin) can undo exactly that (`restore`), and nothing another run set; the inter-op count cannot
+    be restored and is set only when this call imports torch itself.
     """
     fresh = "torch" not in sys.modules
     import torch
 
     before = int(torch.get_num_threads())
     _set_torch(torch, plan if fresh else ThreadPlan(plan.intra, None, plan.source))
-    _limit_blas(plan.intra)
-    return before
+    return Applied(before, _limit_blas(plan.intra))
 
 
 _blas_limits: list = []  # (threads, threadpoolctl limiter) applied by this process's runs, undone by `restore`
 
 
-def _limit_blas(n: int | None) -> None:
+def _limit_blas(n: int | None) -> Any:
     """The BLAS pools (numpy's and scipy's OpenBLAS, MKL) to `n` threads as well: the kernel cells' Grams and
     solves run in numpy/scipy, whose default (one thread per core) waits for descheduled threads just as
-    torch's does (kernel-limits beside four busy processes: 322 s and 193 s of CPU with torch alone limited)."""
+    torch's does (kernel-limits beside four busy processes: 322 s and 193 s of CPU with torch alone limited).
+    The limiter it sets, or None when it set none."""
     if n is None or (_blas_limits and _blas_limits[-1][0] == n):
-        return  # already so (a run sets its threads before each job that trains: once is enough here)
+        return None  # already so (a run sets its threads before each job that trains: once is enough here)
     import scipy.linalg  # noqa: F401 — loads scipy's own BLAS now, so that its pool is limited too
     from threadpoolctl import threadpool_limits
 
-    _blas_limits.append((n, threadpool_limits(limits=n, user_api="blas")))
+    limiter = threadpool_limits(limits=n, user_api="blas")
+    _blas_limits.append((n, limiter))
+    return limiter
 
 
-def restore(previous: int | None) -> None:
-    """Set torch's intra-op count back to what `apply_in_this_process` found."""
-    if _blas_limits:  # the limiter of the apply this restore pairs with (they nest)
-        _blas_limits.pop()[1].restore_original_limits()
+def restore(applied: Applied | None) -> None:
+    """Undo one `apply_in_this_process`: the BLAS limit it set (if any) and torch's intra-op count before it.
+
+    Runs nest: each restores only what its own apply set, so an inner run that set nothing (cached, or
+    the same plan as the run around it) leaves the outer run's limit in place.
+    """
+    if applied is None:
+        return
+    if applied.blas is not None:
+        for i in range(len(_blas_limits) - 1, -1, -1):
+            if _blas_limits[i][1] is applied.blas:
+                del _blas_limits[i]
+                applied.blas.restore_original_limits()
+                break
     torch = sys.modules.get("torch")
-    if previous is not None and torch is not None and torch.get_num_threads() != previous:
-        torch.set_num_threads(previous)
+    if torch is not None and torch.get_num_threads() != applied.torch_threads:
+        torch.set_num_threads(applied.torch_threads)
 
 
 def apply_in_worker(plan: ThreadPlan) -> None:

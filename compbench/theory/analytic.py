@@ -20,15 +20,36 @@ def _same_inputs(a: np.ndarray, b: np.ndarray, x_b: object) -> bool:
     return x_b is None or b is a or (a.shape == b.shape and np.array_equal(a, b))
 
 
+def _input_ids(a: np.ndarray, b: np.ndarray, symmetric: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """Ids of the distinct inputs of a and b (equal bit for bit, equal id), or None when no two inputs
+    off a symmetric Gram's diagonal are equal: the pairs an input makes with itself (θ = 0)."""
+    both = a if symmetric else np.concatenate([a, b])
+    if both.shape[1] == 0:
+        ids = np.zeros(len(both), dtype=np.int64)
+    else:
+        rows = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
+        ids = np.unique(rows, return_inverse=True)[1].reshape(-1)
+    if symmetric:
+        return (ids, ids) if len(np.unique(ids)) < len(ids) else None
+    id_a, id_b = ids[: len(a)], ids[len(a) :]
+    return (id_a, id_b) if np.intersect1d(id_a, id_b).size else None
+
+
 def _relu_moments(
-    q_aa: np.ndarray, q_bb: np.ndarray, q_ab: np.ndarray, diagonal: int | None = None
+    q_aa: np.ndarray,
+    q_bb: np.ndarray,
+    q_ab: np.ndarray,
+    diagonal: int | None = None,
+    same: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """E[relu(u)relu(v)] and E[relu'(u)relu'(v)] for centred Gaussians; also the diagonals.
 
-    `diagonal`: the block's entries (i, i + diagonal) pair an input with itself (a block of a
-    symmetric Gram starting `diagonal` columns right of its first row); there θ = 0 and the
-    moments are set to their closed form, E = q/2 and Ė = 1/2 (0 for a zero-variance input),
-    instead of going through arccos(1 − a few ulp) ≈ 1e-8.
+    The entries that pair an input with itself have θ = 0, and their moments are set to the
+    closed form, E = q/2 and Ė = 1/2 (0 for a zero-variance input), instead of going through
+    arccos(1 − a few ulp) ≈ 1e-8: so K(x, x) is the same number in a symmetric Gram and in a cross
+    kernel whose inputs include x. `diagonal`: those entries are (i, i + diagonal) (a block of a
+    symmetric Gram of distinct inputs starting `diagonal` columns right of its first row); `same`:
+    they are these (rows, columns).
     """
     norm = np.sqrt(np.outer(q_aa, q_bb))
     # A zero-variance pre-activation is identically 0: relu' = 0 there, as in torch.
@@ -50,12 +71,38 @@ def _relu_moments(
         rows = np.arange(min(len(q_aa), len(q_bb) - diagonal))
         e[rows, rows + diagonal] = q_aa[rows] / 2
         e_dot[rows, rows + diagonal] = np.where(q_aa[rows] > 0, 0.5, 0.0)
+    if same is not None:
+        rows, cols = same
+        e[rows, cols] = q_aa[rows] / 2
+        e_dot[rows, cols] = np.where(q_aa[rows] > 0, 0.5, 0.0)
     # x = x': θ = 0 gives E = q/2 exactly (avoids arccos round-off on the diagonal).
     return e, e_dot, q_aa / 2, q_bb / 2
 
 
 # Rows of the Gram processed at once: the recursion's temporaries of one block stay in cache.
 _BLOCK_ELEMENTS = 1 << 16
+
+
+def _self_pairs(
+    symmetric: bool, ids: tuple[np.ndarray, np.ndarray] | None, r0: int, r1: int, c0: int
+) -> tuple[int | None, tuple[np.ndarray, np.ndarray] | None]:
+    """The block's entries that pair an input with itself, as `_relu_moments` takes them."""
+    if ids is None:
+        return (0 if symmetric else None), None
+    return None, np.nonzero(ids[0][r0:r1, None] == ids[1][None, c0:])
+
+
+def _from_norms(
+    q_ab: np.ndarray, q_aa: np.ndarray, diagonal: int | None, same: tuple[np.ndarray, np.ndarray] | None
+) -> None:
+    """An input's pair with itself takes its first-layer variance from the norm, as the recursion keeps it
+    (the Gram's dot product may differ from the norm in the last bits)."""
+    if diagonal is not None:
+        rows = np.arange(min(len(q_aa), q_ab.shape[1] - diagonal))
+        q_ab[rows, rows + diagonal] = q_aa[rows]
+    if same is not None:
+        rows, cols = same
+        q_ab[rows, cols] = q_aa[rows]
 
 
 def relu_kernels(
@@ -84,18 +131,18 @@ def relu_kernels(
     s_bb0 = s_aa0 if symmetric else sigma_w2 * np.einsum("ij,ij->i", b, b) / d + sigma_b2
     nngp = np.empty((na, nb))
     ntk = np.empty((na, nb))
+    ids = _input_ids(a, b, symmetric)
     step = max(1, _BLOCK_ELEMENTS // max(1, nb))
     for r0 in range(0, na, step):
         r1 = min(na, r0 + step)
         c0 = r0 if symmetric else 0  # a symmetric Gram: the block's columns from its diagonal on
         s_ab = sigma_w2 * gram[r0:r1, c0:] / d + sigma_b2
         s_aa, s_bb = s_aa0[r0:r1], s_bb0[c0:]
-        if symmetric:
-            rows = np.arange(r1 - r0)
-            s_ab[rows, rows] = s_aa  # the diagonal from the norms, as the recursion below keeps it
+        diagonal, same = _self_pairs(symmetric, ids, r0, r1, c0)
+        _from_norms(s_ab, s_aa, diagonal, same)
         k = s_ab.copy()
         for _ in range(depth):
-            e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab, 0 if symmetric else None)
+            e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab, diagonal, same)
             e *= sigma_w2
             e += sigma_b2
             s_ab = e
@@ -173,22 +220,22 @@ def standard_mlp_ntk(
     # Row blocks (the temporaries stay in cache) over the upper triangle of a symmetric Gram, mirrored.
     # The NTK accumulates forward: T₁ = a⁰·a'⁰ + b, T_{l+1} = (a^l·a'^l + b) + 2σ²·Ė_l·T_l, which is
     # Σ_l P^l (a^{l-1}·a'^{l-1} + b) with P^{L+1} = 1, P^l = 2σ²·Ė_l·P^{l+1}.
+    ids = _input_ids(a, b, symmetric)
     step = max(1, _BLOCK_ELEMENTS // max(1, nb))
     for r0 in range(0, na, step):
         r1 = min(na, r0 + step)
         c0 = r0 if symmetric else 0
         inp_ab = gram[r0:r1, c0:].copy()
         inp_aa, inp_bb = inp_aa0[r0:r1], inp_bb0[c0:]
-        if symmetric:  # the exact diagonal (θ = 0 in every layer), as in relu_kernels
-            rows = np.arange(r1 - r0)
-            inp_ab[rows, rows] = inp_aa
+        diagonal, same = _self_pairs(symmetric, ids, r0, r1, c0)
+        _from_norms(inp_ab, inp_aa, diagonal, same)  # θ = 0 in every layer, as in relu_kernels
         q_ab = 2 * s2 / d * inp_ab + bias_in
         q_aa = 2 * s2 / d * inp_aa + bias_in
         q_bb = 2 * s2 / d * inp_bb + bias_in
         t = inp_ab
         t += b_term
         for _ in range(depth):
-            e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, 0 if symmetric else None)
+            e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, diagonal, same)
             e_dot *= 2 * s2
             t *= e_dot
             t += H * e + b_term
