@@ -13,7 +13,7 @@ import numpy as np
 from compbench.theory import analytic
 
 
-def old_relu_moments(q_aa, q_bb, q_ab, diagonal=None, same=None):  # noqa: ANN001, ANN201 — signature of analytic._relu_moments
+def old_relu_moments(q_aa, q_bb, q_ab, same=None):  # noqa: ANN001, ANN201 — signature of analytic._relu_moments
     norm = np.sqrt(np.outer(q_aa, q_bb))
     live = norm > 0
     cos = np.clip(np.divide(q_ab, norm, out=np.zeros_like(q_ab), where=live), -1.0, 1.0)
@@ -106,7 +106,7 @@ def old_standard_mlp_ntk(
     inputs = [inp_ab]  # a^{l-1}·a'^{l-1} for l = 1..L+1
     e_dots = []  # Ė_l for l = 1..L
     for _ in range(depth):
-        e, e_dot, e_aa, e_bb = analytic._relu_moments(q_aa, q_bb, q_ab, 0 if symmetric else None)
+        e, e_dot, e_aa, e_bb = analytic._relu_moments(q_aa, q_bb, q_ab, (np.arange(len(q_aa)),) * 2 if symmetric else None)
         inputs.append(H * e)
         e_dots.append(e_dot)
         q_ab = 2 * s2 * e + bias_hidden

@@ -192,13 +192,13 @@ class KernelAdapter(Adapter):
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Fit the kernel machine once (it does not depend on the seed) and predict `evaluate`."""
         from compbench import theory
-        from compbench.theory.regression import factor_of
+        from compbench.theory.regression import factor_of, solves_min_norm
 
         p = self.params
         K_tr = self._gram(train, train)
         regression = p.objective in ("min_norm", "ridge")
         # One eigendecomposition of the training Gram serves the min-norm solve and the PSD check.
-        factor = factor_of(K_tr) if regression and p.ridge == 0 else None
+        factor = factor_of(K_tr) if solves_min_norm(p.objective, p.ridge) else None
         self._check_psd(train, K_tr, factor)
         K_ev = self._gram(evaluate, train)
         # K outputs share the kernel: K right-hand sides (one-hot rows for classes, the MSE reading)

@@ -209,7 +209,9 @@ def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_n
     if fit.theory_predictions is not None:
         sample_theory = np.asarray(fit.theory_predictions, dtype=np.float64)
     elif kernels is not None:
-        min_norm = options["objective"] in ("min_norm", "ridge") and options.get("ridge", 0) == 0
+        from compbench.theory.regression import solves_min_norm
+
+        min_norm = solves_min_norm(options["objective"], options.get("ridge", 0))
         factor = shared_factor.get(kernels) if shared_factor is not None and min_norm else None
         sample_theory = _theory_samples(fit, kernels, options, enc, factor)
     out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where)

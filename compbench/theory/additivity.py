@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from itertools import combinations
 
 import numpy as np
@@ -66,18 +67,19 @@ class AdditivityFit:
         xc = x - self._col_mean
         # pinv(xc)'s directions (its range is orthogonal to constants, so the fit annihilates them)
         self._svd = TruncatedSVD(xc, rcond)
-        self.method = self._svd.method
         # Fitted held-out values = mean(y) + xc[test] @ pinv(xc) @ y = mean(y) + U[test] Uᵀ y: one (n_test, n) matrix.
         u = self._svd.u
         self._hat_test = u[self.test_mask] @ u.T + 1.0 / n
-        self._pinv_cache: np.ndarray | None = None
 
     @property
+    def method(self) -> str:
+        """How the pseudo-inverse was computed ("gram-eigh" or "svd", see TruncatedSVD)."""
+        return self._svd.method
+
+    @cached_property
     def _pinv(self) -> np.ndarray:
         """pinv(xc), (p−1, n): the coefficients' map, built on first use (only some metrics need it)."""
-        if self._pinv_cache is None:
-            self._pinv_cache = self._svd.pinv()
-        return self._pinv_cache
+        return self._svd.pinv()
 
     @property
     def n_features(self) -> int:

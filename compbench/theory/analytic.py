@@ -29,8 +29,8 @@ def _input_ids(a: np.ndarray, b: np.ndarray, symmetric: bool) -> tuple[np.ndarra
     else:
         rows = np.ascontiguousarray(both).view(np.dtype((np.void, both.dtype.itemsize * both.shape[1]))).ravel()
         ids = np.unique(rows, return_inverse=True)[1].reshape(-1)
-    if symmetric:
-        return (ids, ids) if len(np.unique(ids)) < len(ids) else None
+    if symmetric:  # the inverse numbers the distinct rows 0..k−1: a duplicate leaves k below the row count
+        return (ids, ids) if len(ids) and ids.max() + 1 < len(ids) else None
     id_a, id_b = ids[: len(a)], ids[len(a) :]
     return (id_a, id_b) if np.intersect1d(id_a, id_b).size else None
 
@@ -39,7 +39,6 @@ def _relu_moments(
     q_aa: np.ndarray,
     q_bb: np.ndarray,
     q_ab: np.ndarray,
-    diagonal: int | None = None,
     same: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """E[relu(u)relu(v)] and E[relu'(u)relu'(v)] for centred Gaussians; also the diagonals.
@@ -47,9 +46,7 @@ def _relu_moments(
     The entries that pair an input with itself have θ = 0, and their moments are set to the
     closed form, E = q/2 and Ė = 1/2 (0 for a zero-variance input), instead of going through
     arccos(1 − a few ulp) ≈ 1e-8: so K(x, x) is the same number in a symmetric Gram and in a cross
-    kernel whose inputs include x. `diagonal`: those entries are (i, i + diagonal) (a block of a
-    symmetric Gram of distinct inputs starting `diagonal` columns right of its first row); `same`:
-    they are these (rows, columns).
+    kernel whose inputs include x. `same`: those entries, as (rows, columns).
     """
     norm = np.sqrt(np.outer(q_aa, q_bb))
     # A zero-variance pre-activation is identically 0: relu' = 0 there, as in torch.
@@ -67,15 +64,11 @@ def _relu_moments(
     e /= 2 * np.pi
     theta /= 2 * np.pi
     e_dot = np.where(live, theta, 0.0)
-    if diagonal is not None:
-        rows = np.arange(min(len(q_aa), len(q_bb) - diagonal))
-        e[rows, rows + diagonal] = q_aa[rows] / 2
-        e_dot[rows, rows + diagonal] = np.where(q_aa[rows] > 0, 0.5, 0.0)
     if same is not None:
         rows, cols = same
         e[rows, cols] = q_aa[rows] / 2
         e_dot[rows, cols] = np.where(q_aa[rows] > 0, 0.5, 0.0)
-    # x = x': θ = 0 gives E = q/2 exactly (avoids arccos round-off on the diagonal).
+    # each input with itself (the next layer's variances): θ = 0, E = q/2 exactly
     return e, e_dot, q_aa / 2, q_bb / 2
 
 
@@ -85,21 +78,19 @@ _BLOCK_ELEMENTS = 1 << 16
 
 def _self_pairs(
     symmetric: bool, ids: tuple[np.ndarray, np.ndarray] | None, r0: int, r1: int, c0: int
-) -> tuple[int | None, tuple[np.ndarray, np.ndarray] | None]:
-    """The block's entries that pair an input with itself, as `_relu_moments` takes them."""
-    if ids is None:
-        return (0 if symmetric else None), None
-    return None, np.nonzero(ids[0][r0:r1, None] == ids[1][None, c0:])
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The (rows, columns) of the block rows r0:r1, columns c0: that pair an input with itself (None: none)."""
+    if ids is not None:
+        return np.nonzero(ids[0][r0:r1, None] == ids[1][None, c0:])
+    if symmetric:  # distinct inputs: the block's diagonal (its columns start at its first row)
+        rows = np.arange(r1 - r0)
+        return rows, rows
+    return None
 
 
-def _from_norms(
-    q_ab: np.ndarray, q_aa: np.ndarray, diagonal: int | None, same: tuple[np.ndarray, np.ndarray] | None
-) -> None:
+def _from_norms(q_ab: np.ndarray, q_aa: np.ndarray, same: tuple[np.ndarray, np.ndarray] | None) -> None:
     """An input's pair with itself takes its first-layer variance from the norm, as the recursion keeps it
     (the Gram's dot product may differ from the norm in the last bits)."""
-    if diagonal is not None:
-        rows = np.arange(min(len(q_aa), q_ab.shape[1] - diagonal))
-        q_ab[rows, rows + diagonal] = q_aa[rows]
     if same is not None:
         rows, cols = same
         q_ab[rows, cols] = q_aa[rows]
@@ -138,11 +129,11 @@ def relu_kernels(
         c0 = r0 if symmetric else 0  # a symmetric Gram: the block's columns from its diagonal on
         s_ab = sigma_w2 * gram[r0:r1, c0:] / d + sigma_b2
         s_aa, s_bb = s_aa0[r0:r1], s_bb0[c0:]
-        diagonal, same = _self_pairs(symmetric, ids, r0, r1, c0)
-        _from_norms(s_ab, s_aa, diagonal, same)
+        same = _self_pairs(symmetric, ids, r0, r1, c0)
+        _from_norms(s_ab, s_aa, same)
         k = s_ab.copy()
         for _ in range(depth):
-            e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab, diagonal, same)
+            e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab, same)
             e *= sigma_w2
             e += sigma_b2
             s_ab = e
@@ -227,15 +218,15 @@ def standard_mlp_ntk(
         c0 = r0 if symmetric else 0
         inp_ab = gram[r0:r1, c0:].copy()
         inp_aa, inp_bb = inp_aa0[r0:r1], inp_bb0[c0:]
-        diagonal, same = _self_pairs(symmetric, ids, r0, r1, c0)
-        _from_norms(inp_ab, inp_aa, diagonal, same)  # θ = 0 in every layer, as in relu_kernels
+        same = _self_pairs(symmetric, ids, r0, r1, c0)
+        _from_norms(inp_ab, inp_aa, same)  # θ = 0 in every layer, as in relu_kernels
         q_ab = 2 * s2 / d * inp_ab + bias_in
         q_aa = 2 * s2 / d * inp_aa + bias_in
         q_bb = 2 * s2 / d * inp_bb + bias_in
         t = inp_ab
         t += b_term
         for _ in range(depth):
-            e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, diagonal, same)
+            e, e_dot, e_aa, e_bb = _relu_moments(q_aa, q_bb, q_ab, same)
             e_dot *= 2 * s2
             t *= e_dot
             t += H * e + b_term

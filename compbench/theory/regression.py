@@ -6,7 +6,10 @@ import warnings
 
 import numpy as np
 
-__all__ = ["DEFAULT_RCOND", "SymmetricFactor", "TruncatedSVD", "is_symmetric", "kernel_regression", "kernel_svm", "kernel_svr"]
+__all__ = [
+    "DEFAULT_RCOND", "SymmetricFactor", "TruncatedSVD", "factor_of", "is_symmetric", "kernel_regression", "kernel_svm",
+    "kernel_svr", "solves_min_norm",
+]
 
 # Relative singular-value cutoff of the min-norm solve. Gram matrices of exactly rank-deficient
 # kernels (e.g. a purely additive overlap kernel) carry round-off "eigenvalues" of a few n·ε·λ_max;
@@ -146,7 +149,6 @@ class TruncatedSVD:
         a = np.asarray(x, dtype=np.float64)
         if a.ndim != 2:
             raise ValueError(f"x must be 2-D, got shape {a.shape}")
-        self.shape = a.shape
         self.method = "svd"
         self._v: np.ndarray | None = None
         # the kept singular values (≥ √GRAM_KEEP·σ_max) must clear the cutoff by the same margin as the dropped
@@ -197,6 +199,11 @@ class TruncatedSVD:
     def pinv(self) -> np.ndarray:
         """The pseudo-inverse V diag(1/s) Uᵀ, (p, n)."""
         return (self.v / self.s) @ self.u.T
+
+
+def solves_min_norm(objective: str, ridge: float) -> bool:
+    """Whether a kernel fit with this objective and ridge is the min-norm solve, the one a SymmetricFactor serves."""
+    return objective in ("min_norm", "ridge") and ridge == 0
 
 
 def factor_of(K: np.ndarray) -> SymmetricFactor | None:
