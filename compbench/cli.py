@@ -34,6 +34,8 @@ def _print_outcome(outcome) -> None:  # outcome: compbench.outcome.SuiteOutcome
     """The outcome's problems on stderr, one line each (nothing when it passes)."""
     for line in outcome.problems():
         print(f"  {line}", file=sys.stderr)
+    for line in outcome.warnings:
+        print(f"  warning: {line}", file=sys.stderr)
 
 
 # Numeric flags are checked by argparse, by the same kind of rule as the suite's fields: a bad value
@@ -95,7 +97,7 @@ def _adapter_registry():  # the adapter registry, imported when `list` needs it
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
-    from compbench.outcome import outcome_of_run
+    from compbench.outcome import outcome_of_run, verdict_counts
     from compbench.report import terminal
     from compbench.report.publish import check_owner, parse_formats, publish
     from compbench.runner.device import DeviceUnavailableError
@@ -187,12 +189,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
     verdicts, paths = publish(out_dir, shown, records, facts, partial=summary.partial, formats=formats,
                               skipped=skipped, verdicts=outcome.verdicts)
-    n_fail = len(outcome.failing_verdicts)
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
         + (f" ({summary.n_rescored} rescored by this compbench's scoring code, not retrained)" if summary.n_rescored else "")
         + f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
-        f"expectations {len(verdicts) - n_fail}/{len(verdicts)} pass; {summary.wall_time:.1f} s on {summary.device}"
+        f"expectations {verdict_counts(verdicts)}; {summary.wall_time:.1f} s on {summary.device}"
     )
     # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error.
     terminal.print_leaderboard(shown, records, verdicts, every_error=args.verbose, table=not args.quiet)
@@ -201,9 +202,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         used = sorted({p for e in loaded.suite.expectations for p in e.models if p.startswith("@")})
         why = (f" (no expectation selects it; the suite's claims select by {', '.join(used)}: --model-tags "
                f"{used[0][1:]} puts it under those)" if used else " (no expectation of this suite selects models by tag)")
-        print(f"{name}: {sum(v.passed for v in mine)}/{len(mine)} of the suite's claims about it pass" + ("" if mine else why))
+        print(f"{name}: {verdict_counts(mine)} of the suite's claims about it" + ("" if mine else why))
         for v in mine:
-            print(f"  {v.status} {v.expectation} [{v.claim}] on {v.task}: measured {v.measured:.4g} (needs {v.threshold})")
+            print(one_line(f"  {v.line()}"))
     terminal.print_files(out_dir, paths)
     _print_skipped(skipped, formats)
     if summary.interrupted:

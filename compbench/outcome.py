@@ -79,8 +79,13 @@ class SuiteOutcome:
 
     @property
     def failing_verdicts(self) -> list[Verdict]:
-        """Verdicts that fail the suite (a failed claim not declared a known failure)."""
-        return [v for v in self.verdicts if not v.passed and not v.known_failure]
+        """Verdicts that fail the suite: FAIL, and XPASS (a declared known failure that passes)."""
+        return [v for v in self.verdicts if v.fails]
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a reader should see although it decides nothing, one line each (a known failure out of its range)."""
+        return [f"{v.expectation} on {v.subject} / {v.task}: {v.warning}" for v in self.verdicts if v.warning]
 
     def problems(self) -> list[str]:
         """Why the outcome fails, one line each ([] when it passes)."""
@@ -111,11 +116,19 @@ class SuiteOutcome:
         """One line: cells by state and expectations passing."""
         c = self.counts
         states = ", ".join(f"{c[s.value]} {s.value}" for s in CellState if c[s.value] or s is CellState.OK)
-        n_fail = len(self.failing_verdicts)
-        known = sum(1 for v in self.verdicts if not v.passed and v.known_failure)
-        extra = f" ({known} known failure{'s' if known != 1 else ''})" if known else ""
-        return (f"{self.suite}: {len(self.cells)} cells ({states}); expectations "
-                f"{len(self.verdicts) - n_fail - known}/{len(self.verdicts)} pass{extra}")
+        return f"{self.suite}: {len(self.cells)} cells ({states}); expectations {verdict_counts(self.verdicts)}"
+
+
+def verdict_counts(verdicts: list[Verdict]) -> str:
+    """How verdicts came out, worded alike everywhere: "5/7 pass (1 known failure, 1 unexpected pass)".
+
+    Only PASS counts as a pass; an XFAIL is counted apart and does not fail the suite, an XPASS fails it.
+    """
+    n = Counter(v.status for v in verdicts)
+    extra = [f"{n['XFAIL']} known failure{'s' if n['XFAIL'] != 1 else ''}" if n["XFAIL"] else "",
+             f"{n['XPASS']} unexpected pass{'es' if n['XPASS'] != 1 else ''} (XPASS: remove the declaration)" if n["XPASS"] else ""]
+    extra = [e for e in extra if e]
+    return f"{n['PASS']}/{len(verdicts)} pass" + (f" ({', '.join(extra)})" if extra else "")
 
 
 def _state(record: CellRecord | None, code: str) -> CellState:
@@ -148,7 +161,8 @@ def judge(loaded: LoadedSuite, jobs: list[Job], found: list[Mapping[str, CellRec
                 state = state if state is CellState.STALE else CellState.FAILED
             cells.append(ExpectedCell(job.model.id, job.model.group, job.task.entry.id, seed, key, state, rec))
     records = [c.record for c in cells if c.record is not None]
-    verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial, expected=expected)
+    verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial, expected=expected,
+                                     profile=profile)
     return SuiteOutcome(loaded.name, loaded.path, profile, cells, verdicts, partial)
 
 

@@ -184,13 +184,13 @@ class CellItem(pytest.Item):
                               f"{skipped} skipped ({time.perf_counter() - start:.1f} s")
         problems = [f"cell error ({r.model}, seed {r.seed}): {r.message}" for r in records if r.failed]
         per_cell = [e for e in parent.loaded.suite.expectations if _per_cell(e)]
-        for v in evaluate_expectations(per_cell, records, parent.loaded.tags):
+        profile = self.config.getoption("compbench_profile")
+        for v in evaluate_expectations(per_cell, records, parent.loaded.tags, profile=profile):
             if v.detail == "no records matched":
                 continue
-            line = f"{v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: measured {v.measured:.4g} (needs {v.threshold}); {v.detail}"
-            self.user_properties.append(("verdict", line))
-            if not v.passed:
-                problems.append(line)
+            self.user_properties.append(("verdict", v.line()))
+            if v.fails:  # FAIL and XPASS; an XFAIL passes here as it does in run, report and check
+                problems.append(v.line())
         if parent.baseline is not None:
             from compbench.check import Baseline, cell_summaries, compare
 
@@ -237,11 +237,10 @@ class ExpectationItem(CellItem):
             for t in parent.loaded.tasks_for(m)
             if any(fnmatch.fnmatchcase(t.id, p) for p in exp.tasks)
         }
-        failed = [v for v in evaluate_expectations([exp], parent.run_cells(pairs), parent.loaded.tags) if not v.passed]
+        profile = self.config.getoption("compbench_profile")
+        failed = [v for v in evaluate_expectations([exp], parent.run_cells(pairs), parent.loaded.tags, profile=profile) if v.fails]
         if failed:
-            raise CompbenchFailure(
-                "\n".join(f"FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})" for v in failed)
-            )
+            raise CompbenchFailure("\n".join(v.line() for v in failed))
 
 
 class OutcomeItem(pytest.Item):
@@ -263,8 +262,7 @@ class OutcomeItem(pytest.Item):
             found.append({r.key: r for r in records or []})
         outcome = judge(parent.loaded, runner.jobs, found, profile=self.config.getoption("compbench_profile"))
         problems = outcome.problems()
-        problems += [f"  FAIL {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
-                     for v in outcome.failing_verdicts]
+        problems += [f"  {v.line()}" for v in outcome.failing_verdicts]
         if parent.baseline is not None:
             from compbench.check import cell_summaries, compare
 

@@ -36,14 +36,28 @@ class Verdict:
     threshold: str
     passed: bool
     detail: str = ""
-    known_failure: str = ""  # the suite declares this claim fails here, and why: reported, not failing the suite
+    known_failure: str = ""  # in the scope of a declared known failure: its reason (XFAIL if it fails, XPASS if it passes)
+    warning: str = ""  # something a reader should see although it decides nothing (a known failure's value out of its range)
 
     @property
     def status(self) -> str:
-        """PASS, FAIL, or XFAIL (a failure the suite declares known)."""
-        if self.passed:
-            return "PASS"
-        return "XFAIL" if self.known_failure else "FAIL"
+        """PASS, FAIL, XFAIL (fails, as the suite declares) or XPASS (passes where the suite declares a failure)."""
+        if self.known_failure:
+            return "XPASS" if self.passed else "XFAIL"
+        return "PASS" if self.passed else "FAIL"
+
+    @property
+    def fails(self) -> bool:
+        """Whether this verdict fails the suite: FAIL, or XPASS (strict: a declaration that no longer holds is removed)."""
+        return self.status in ("FAIL", "XPASS")
+
+    def line(self) -> str:
+        """The verdict as one line, worded alike by every command: status, expectation, claim, subject, task, value, threshold."""
+        value = f"measured {self.measured:.4g}" if self.measured == self.measured else "not measured"
+        needs = f" (needs {self.threshold})" if self.threshold else ""
+        extra = "".join(f"; {x}" for x in (self.detail, (f"known failure: {self.known_failure}" if self.known_failure else ""),
+                                            self.warning) if x)
+        return f"{self.status} {self.expectation} [{self.claim}] {self.subject} on {self.task}: {value}{needs}{extra}"
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,10 @@ class Departure:
     measured: float
     threshold: str
     short_by: float | None  # how far the measured value is on the wrong side of the threshold; None when not a plain bound
-    known_failure: str = ""  # the suite declares it (XFAIL): the reason
+    known_failure: str = ""  # in the scope of a declared failure: the reason (XFAIL when it fails, XPASS when it passes)
     detail: str = ""
+    unexpected_pass: bool = False  # XPASS: it passes where the suite declares a failure, which fails the suite
+    warning: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,13 +50,14 @@ class Finding:
     follow_tasks: tuple[str, ...]  # the tasks those verdicts are on
     depart: tuple[Departure, ...]
     plots: tuple[str, ...] = field(default=())  # names of the report's plots that show it
+    source: str = ""  # where the claim comes from: the paper, figure and number it reproduces
 
     @property
     def status(self) -> str:
         """holds (every verdict passes), known (only declared failures), departs (a failure that fails the suite)."""
         if self.n_pass == self.n_total:
             return "holds"
-        return "known" if all(d.known_failure for d in self.depart) else "departs"
+        return "known" if all(d.known_failure and not d.unexpected_pass for d in self.depart) else "departs"
 
 
 def _claim_doc(claim: str) -> tuple[str, Any]:
@@ -164,19 +167,20 @@ def findings(expectations: Sequence[Any], verdicts: Sequence[Verdict], plots: Se
     for name in order:
         vs = by[name]
         exp = named.get(name)
-        failing = [v for v in vs if not v.passed]
+        failing = [v for v in vs if v.status != "PASS"]
         bad_subjects = {v.subject for v in failing}
         follow = tuple(dict.fromkeys(v.subject for v in vs if v.subject not in bad_subjects))
         follow_tasks = in_order(v.task for v in vs if v.subject not in bad_subjects)
         depart = tuple(Departure(v.subject, v.task, v.measured, v.threshold, shortfall(v.measured, v.threshold),
-                                 v.known_failure, v.detail) for v in failing)
+                                 v.known_failure, v.detail, v.status == "XPASS", v.warning) for v in failing)
         shown = failing or vs  # a departure is what a reader should see first
         tasks = list(in_order(t for v in shown for t in _tasks_of(v.task)))
         out.append(Finding(
             name, vs[0].claim, predicts(exp) if exp is not None else vs[0].claim,
             " ".join((exp.description if exp is not None else "").split()),
-            tuple(dict.fromkeys(v.threshold for v in vs if v.threshold)), sum(v.passed for v in vs), len(vs),
-            follow, follow_tasks, depart, tuple(_plots_for(tasks, plots, families or {}))))
+            tuple(dict.fromkeys(v.threshold for v in vs if v.threshold)), sum(v.status == "PASS" for v in vs), len(vs),
+            follow, follow_tasks, depart, tuple(_plots_for(tasks, plots, families or {})),
+            exp.source.cite() if exp is not None and getattr(exp, "source", None) is not None else ""))
     return out
 
 
@@ -193,29 +197,51 @@ def departure_text(d: Departure) -> str:
     """'net on te: measured 0.375 (needs … ≥ 0.25; short by 0.125)'; a verdict without a value says why."""
     if not math.isfinite(d.measured):
         return f"{d.subject} on {d.task}: not measured ({d.detail or 'no value'})"
+    if d.unexpected_pass:
+        return (f"{d.subject} on {d.task}: measured {_number(d.measured)}, which passes ({d.threshold}) although the suite "
+                f"declares it a known failure ({d.known_failure}); the declaration is stale, so this fails the suite")
     by = f"; short by {d.short_by:.3g}" if d.short_by is not None and d.short_by > 0 else ""
     known = f" — known failure: {d.known_failure}" if d.known_failure else ""
-    return f"{d.subject} on {d.task}: measured {_number(d.measured)} (needs {d.threshold}{by}){known}"
+    warn = f" ({d.warning})" if d.warning else ""
+    return f"{d.subject} on {d.task}: measured {_number(d.measured)} (needs {d.threshold}{by}){known}{warn}"
+
+
+def _sentence(text: str) -> str:
+    """The text with its first letter capitalised, unless it starts with a symbol or a mixed-case word (R², RMSE)."""
+    first = text.split(" ", 1)[0]
+    return text[0].upper() + text[1:] if text and first.islower() else text
 
 
 def finding_parts(f: Finding) -> list[tuple[str, str]]:
-    """A finding as (kind, text) parts, rendered alike in markdown and HTML.
+    """A finding as sentences in (kind, text) parts, rendered alike in markdown and HTML.
 
+    "kernel-additive: Held-out additivity R² ≥ 0.95 …. Source: paper, Fig. 3: 0.55. It holds for 5 of 6: a, b (on
+    t1, t2). It does not hold for c on t3: measured 0.4 (needs ≥ 0.8; short by 0.4). Plot: theory-t3."
     Kinds: `name` (the expectation id), `status`, `text`, `plot` (a plot's name, a link where the plot exists).
     """
-    parts: list[tuple[str, str]] = [("name", f.expectation), ("text", f" ({f.claim}) — predicts: {f.predicts}")]
+    parts: list[tuple[str, str]] = [("name", f.expectation), ("text", f": {_sentence(f.predicts)}")]
     if len(f.thresholds) == 1 and f.thresholds[0] not in f.predicts:
-        parts.append(("text", f" [{f.thresholds[0]}]"))
-    parts.append(("text", f". {f.note.rstrip('.')}." if f.note else "."))
-    status = {"holds": f"{f.n_pass}/{f.n_total} hold", "known": f"{f.n_pass}/{f.n_total} hold (the rest are known failures)",
-              "departs": f"{f.n_pass}/{f.n_total} hold"}[f.status]
-    parts += [("text", " "), ("status", status), ("text", ".")]
+        parts.append(("text", f" ({f.thresholds[0]})"))
+    parts.append(("text", "."))
+    if f.note:
+        parts.append(("text", f" {_sentence(f.note.rstrip('.'))}."))
+    if f.source:
+        parts.append(("text", f" Source: {f.source.rstrip('.')}."))
+    n_known = sum(1 for d in f.depart if d.known_failure and not d.unexpected_pass)
+    if f.status == "holds":
+        status = f"It holds for all {f.n_total}" if f.n_total > 1 else "It holds"
+    else:
+        status = f"It holds for {f.n_pass} of {f.n_total}"
+    parts += [("text", " "), ("status", status)]
     if f.follow:
-        parts.append(("text", f" Follow it: {_names(list(f.follow))} (on {_names(list(f.follow_tasks))})."))
+        parts.append(("text", f": {_names(list(f.follow))} (on {_names(list(f.follow_tasks))})"))
+    parts.append(("text", "."))
     if f.depart:
         items = [departure_text(d) for d in f.depart]
-        parts.append(("text", f" Depart: {'; '.join(items[:MAX_NAMED])}"
-                              + (f"; and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else "") + "."))
+        lead = (" As the suite declares, it does not hold for " if n_known == len(f.depart)
+                else " It does not hold for ")
+        parts.append(("text", lead + "; ".join(items[:MAX_NAMED])
+                      + (f"; and {len(items) - MAX_NAMED} more" if len(items) > MAX_NAMED else "") + "."))
     if f.plots:
         parts.append(("text", " Plot: "))
         for i, p in enumerate(f.plots):
@@ -224,9 +250,10 @@ def finding_parts(f: Finding) -> list[tuple[str, str]]:
     return parts
 
 
-FINDINGS_NOTE = ("What the theory predicts, expectation by expectation (the suite's claims), which models follow the "
-                 "prediction and which depart, by how much: the measured value against the claim's threshold. "
-                 "Every verdict is in the Expectations table below.")
+FINDINGS_NOTE = ("What the theory predicts, claim by claim, where each claim comes from (the paper, figure and number "
+                 "it reproduces, or compbench's own reading of the theory), which models follow the prediction and which "
+                 "depart, by how much: the measured value against the claim's threshold. ✓ holds, ✗ fails the suite, "
+                 "✗ (known) fails as the suite declares (XFAIL). Every verdict is in the Expectations table below.")
 
 
 def markdown_findings(items: Sequence[Finding], plot_files: bool) -> list[str]:

@@ -49,7 +49,7 @@ tr:target th,tr:target td{background:#fff3c4}
 figure{margin:1em 0}figcaption{color:#444;font-size:14px}
 img{max-width:100%;height:auto;border:1px solid #ddd}
 ul.findings{padding-left:1.2em;max-width:1100px}ul.findings li{margin:.35em 0}
-li.finding.departs{list-style:"\2717  "}li.finding.known{list-style:"\2717  "}li.finding.holds{list-style:"\2713  "}
+li.finding.departs{list-style:"\\2717  "}li.finding.known{list-style:"\\2717  "}li.finding.holds{list-style:"\\2713  "}
 .verdict.departs{color:#900;font-weight:bold}.verdict.holds{color:#060}.verdict.known{color:#555}
 details.folded summary{cursor:pointer;font-weight:600;margin:.4em 0}
 [hidden]{display:none!important}

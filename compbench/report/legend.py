@@ -95,9 +95,10 @@ def models_table(ctx: Any) -> Table:
 
 def headline(ctx: Any) -> str:
     """One line: expectations passed, and the best model per task (none when no score is significantly above chance)."""
-    n_pass = sum(v.passed for v in ctx.verdicts)
-    failed = [v.expectation for v in ctx.verdicts if not v.passed]
-    head = f"Expectations: {n_pass}/{len(ctx.verdicts)} pass" + (f" (failing: {', '.join(dict.fromkeys(failed))})" if failed else "")
+    from compbench.outcome import verdict_counts
+
+    failed = [v.expectation for v in ctx.verdicts if v.fails]
+    head = f"Expectations: {verdict_counts(ctx.verdicts)}" + (f" (failing: {', '.join(dict.fromkeys(failed))})" if failed else "")
     _, cells = leaderboard_cells(ctx.records, ctx.task_ids, ctx.expected)
     best = []
     for task in ctx.task_ids:

@@ -656,17 +656,18 @@ def sweep_table(records: list[CellRecord]) -> Table | None:
 
 
 def expectations_table(verdicts: list[Verdict]) -> Table:
-    """Each claim checked: subject, task, measured value, threshold, PASS/FAIL/XFAIL; passing rows folded behind their count."""
+    """Each claim checked: subject, task, measured value, threshold, PASS/FAIL/XFAIL/XPASS; passing rows folded behind their count."""
     rows = [[v.expectation, v.claim, v.subject, v.task, f"{v.measured:.4g}", v.threshold, v.status, v.detail] for v in verdicts]
     headers = ["expectation", "claim", "model", "task", "measured", "threshold", "verdict", "detail"]
     keys = {(i, 4): v.measured for i, v in enumerate(verdicts) if not math.isnan(v.measured)}
     meta = [{"model": v.subject, "task": v.task, "status": v.status} for v in verdicts]
-    passing = frozenset(i for i, v in enumerate(verdicts) if v.passed)
+    passing = frozenset(i for i, v in enumerate(verdicts) if v.status == "PASS" and not v.warning)
     n_other = len(verdicts) - len(passing)
     if not verdicts:
         note = "No expectations were judged (the suite has none, or only part of it ran)."
     elif n_other:
-        note = (f"{n_other} verdict{'s' if n_other > 1 else ''} failing (FAIL) or failing as the suite declares (XFAIL) "
+        note = (f"{n_other} verdict{'s' if n_other > 1 else ''} failing (FAIL), failing as the suite declares (XFAIL) or "
+                "passing where the suite declares a failure (XPASS, which fails the suite: the declaration is stale) "
                 f"first; the {len(passing)} passing one{'s' if len(passing) != 1 else ''} folded below.")
     else:
         note = f"Every verdict passes; the {len(passing)} of them are folded below."
@@ -676,7 +677,8 @@ def expectations_table(verdicts: list[Verdict]) -> Table:
 
 def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Sequence[tuple[str, str]] = ()) -> Table:
     """Run summary: `facts` first (date, commit), then version, device, wall time, cells, verdicts."""
-    n_pass = sum(v.passed for v in verdicts)
+    from compbench.outcome import verdict_counts
+
     wall = summary.get("wall_time", float("nan"))
     rows = [[k, v] for k, v in facts] + [
         ["compbench", __version__],
@@ -687,11 +689,8 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
         ["cells cached", str(summary.get("n_cached", 0))],
         ["cells failed", str(summary.get("n_failed", 0))],
         ["cells skipped", str(summary.get("n_skipped", 0))],
-        ["expectations", f"{n_pass}/{len(verdicts)} pass"],
+        ["expectations", verdict_counts(verdicts)],
     ]
-    known = sum(1 for v in verdicts if not v.passed and v.known_failure)
-    if known:
-        rows.append(["known failures", f"{known} verdict(s) fail as the suite declares (XFAIL, with the reason)"])
     if summary.get("n_missing"):
         rows.append(["cells missing", f"{summary['n_missing']}: not in the store (not run, or interrupted)"])
     if summary.get("n_stale"):

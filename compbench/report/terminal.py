@@ -114,9 +114,8 @@ def print_leaderboard(loaded: Any, records: list[CellRecord], verdicts: list[Any
             print(title, file=out)
             print(_plain(factors.headers, factors.rows, set()), file=out)
     for v in verdicts:
-        if not v.passed:
-            print(one_line(f"  {v.status} {v.expectation} [{v.claim}] {v.subject} on {v.task}: {v.detail} (needs {v.threshold})"
-                           + (f"; known failure: {v.known_failure}" if v.known_failure else "")), file=out)
+        if v.status != "PASS" or v.warning:
+            print(one_line(f"  {v.line()}"), file=out)
     print_errors(records, every_error, out)
 
 

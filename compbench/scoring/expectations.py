@@ -24,14 +24,16 @@ def evaluate_expectations(
     *,
     partial: bool = False,
     expected: list[Expected] | None = None,
+    profile: str | None = None,
 ) -> list[Verdict]:
     """Every expectation's verdicts on the records (skipped cells are ignored).
 
     `tags`: model id → its tags, for `@tag` model patterns. `partial`: only part of the suite ran
     (`--model`), so an expectation that matches no record is left out instead of failing.
     `expected`: the cells the suite asks for; a per-cell claim on a (model, task) whose records are
-    missing (never run, interrupted) fails, instead of being judged on whatever was found. A failing
-    verdict of an expectation with `known_failure` is marked so (XFAIL) and does not fail the suite.
+    missing (never run, interrupted) fails, instead of being judged on whatever was found. `profile`: the
+    run's profile (None: the default), for the scope of each `known_failure`: a verdict in scope is XFAIL
+    when it fails and XPASS (failing the suite) when it passes; nothing outside the scope is absorbed.
     """
     tags = tags or {}
     records = as_records(records)
@@ -107,7 +109,7 @@ def evaluate_expectations(
             if not recs:
                 continue  # every cell of it skipped as invalid (`skip_invalid: true`): nothing to judge, nothing failed
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
-    return _with_known_failures(expectations, verdicts)
+    return _with_known_failures(expectations, verdicts, records, tags, profile)
 
 
 def _every_pattern_ran(exp: Expectation, records: list[CellRecord], selects: Any, task_selected: Any) -> bool:
@@ -116,11 +118,51 @@ def _every_pattern_ran(exp: Expectation, records: list[CellRecord], selects: Any
             and all(any(task_selected(r.task, [p]) for r in records) for p in exp.tasks))
 
 
-def _with_known_failures(expectations: list[Expectation], verdicts: list[Verdict]) -> list[Verdict]:
+def _with_known_failures(expectations: list[Expectation], verdicts: list[Verdict], records: list[CellRecord],
+                         tags: Mapping[str, set[str]], profile: str | None) -> list[Verdict]:
     from dataclasses import replace
 
-    known = {exp.id or f"{exp.claim}-{i + 1}": exp.known_failure for i, exp in enumerate(expectations) if exp.known_failure}
-    return [replace(v, known_failure=known[v.expectation]) if v.expectation in known and not v.passed else v for v in verdicts]
+    from compbench.suite.schema import DEFAULT_PROFILE
+
+    declared = {exp.id or f"{exp.claim}-{i + 1}": exp.known_failure for i, exp in enumerate(expectations) if exp.known_failure}
+    if not declared:
+        return verdicts
+    # A verdict names sweep groups and models by id; a group's tags are its members'.
+    group_tags: dict[str, set[str]] = defaultdict(set)
+    for r in records:
+        group_tags[r.group] |= set(tags.get(r.model, ()))
+        group_tags[r.model] |= set(tags.get(r.model, ()))
+    run_profile = profile or DEFAULT_PROFILE
+
+    def in_scope(v: Verdict, kf: Any) -> bool:
+        if run_profile not in kf.profiles:
+            return False
+        subjects = _names_in(v.subject)
+        tasks = _names_in(v.task)
+        return (bool(subjects) and all(matches_model(s, s, group_tags.get(s, set()), kf.models) for s in subjects)
+                and bool(tasks) and all(any(fnmatch.fnmatchcase(t, p) for p in kf.tasks) for t in tasks))
+
+    out = []
+    for v in verdicts:
+        kf = next((k for k in declared.get(v.expectation, ()) if in_scope(v, k)), None)
+        if kf is None:
+            out.append(v)
+            continue
+        lo, hi = kf.measured
+        warning = ""
+        if not (lo <= v.measured <= hi):  # NaN too: the declaration quoted a value this run did not reproduce
+            shown = f"{v.measured:.4g}" if v.measured == v.measured else "no value"
+            warning = (f"known failure measured {shown}, outside its declared range [{lo:g}, {hi:g}]: "
+                       "check the declaration against this run")
+        out.append(replace(v, known_failure=" ".join(kf.reason.split()), warning=warning))
+    return out
+
+
+def _names_in(label: str) -> list[str]:
+    """The model or task ids a verdict's subject or task names ("a > b", "a ≈ b", "cd-1 > cd-2")."""
+    import re
+
+    return [p for p in re.split(r"\s*(?:>|≈|,)\s*", label) if p]
 
 
 def _task_hit(cache: dict[tuple[str, str], bool], task: str, pattern: str) -> bool:

@@ -204,6 +204,12 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
     task_ids = [t.id for t in loaded.suite.tasks]
     known_tags = _all_tags(loaded) | adapter_tags()
     for i, exp in enumerate(loaded.suite.expectations):
+        if exp.source is None:
+            issues.append(lines.issue(("expectations", i), "names no source: add `source: {paper, where, value, threshold}` "
+                                      "(the paper, its figure or table, the number it reports, and how the threshold "
+                                      "follows from it) or `source: \"compbench: <how the threshold follows from the "
+                                      "theory>\"`; a threshold is never what one run happened to measure"))
+        _check_known_failures(loaded, exp, i, lines, issues)
         try:
             claim = CLAIMS.get(exp.claim)
         except UnknownNameError as exc:
@@ -253,6 +259,34 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                     issues.append(lines.issue(("expectations", i, "tasks", j),
                                               f"claim {exp.claim!r} applies to {' and '.join(claim.kinds)} tasks; task {t!r} is {kind}"))
                     break
+
+
+def _check_known_failures(loaded: LoadedSuite, exp: Any, i: int, lines: LineMap, issues: list[SuiteIssue]) -> None:
+    """A known failure's scope names profiles, models and tasks the suite has, inside the expectation's own selection."""
+    from compbench.suite.schema import DEFAULT_PROFILE
+
+    profiles = {DEFAULT_PROFILE, *loaded.suite.profiles}
+    task_ids = [t.id for t in loaded.suite.tasks]
+    known_tags = _all_tags(loaded) | adapter_tags()
+    for k, kf in enumerate(exp.known_failure):
+        at = ("expectations", i, "known_failure", k)
+        for j, name in enumerate(kf.profiles):
+            if name not in profiles:
+                issues.append(lines.issue((*at, "profiles", j), f"profile {name!r} is not one of the suite's "
+                                          f"({', '.join(sorted(profiles))}; {DEFAULT_PROFILE!r} is a run without --profile)"))
+        for j, pat in enumerate(kf.models):
+            if pat.startswith("@"):
+                if pat[1:] not in known_tags:
+                    issues.append(lines.issue((*at, "models", j), f"tag {pat[1:]!r} is on no model of the suite and no adapter declares it"))
+            elif not any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
+                issues.append(lines.issue((*at, "models", j), f"pattern {pat!r} matches no model"))
+        for j, pat in enumerate(kf.tasks):
+            hit = [t for t in task_ids if fnmatch.fnmatchcase(t, pat)]
+            if not hit:
+                issues.append(lines.issue((*at, "tasks", j), f"pattern {pat!r} matches no task"))
+            elif not any(fnmatch.fnmatchcase(t, p) for t in hit for p in exp.tasks):
+                issues.append(lines.issue((*at, "tasks", j), f"pattern {pat!r} selects no task of the expectation "
+                                          f"({', '.join(exp.tasks)}): a known failure is scoped inside its claim"))
 
 
 def _all_tags(loaded: LoadedSuite) -> set[str]:

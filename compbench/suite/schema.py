@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import re
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, model_validator, PrivateAttr, Tag, field_validator
 
 from compbench.limits import MAX_SEED, limits
 from compbench.params import StrictParams
@@ -173,11 +173,90 @@ class ModelEntry(_Strict):
         return v
 
 
+DEFAULT_PROFILE = "default"  # the profile name a known failure's scope uses for a run without --profile
+
+
+def _text(v: str, what: str) -> str:
+    if not v.strip():
+        raise ValueError(f"{what} must not be empty")
+    return v
+
+
+class Source(_Strict):
+    """Where a claim comes from: a paper (with the figure or table and the number it reproduces), or compbench's own reading of the theory.
+
+    `threshold` says how the expectation's threshold was derived from that number or from the theory, never
+    from what one run happened to measure.
+    """
+
+    paper: str = Field(description="the paper (authors, venue, year), or `compbench` for the harness's own theory reading")
+    where: str = Field(default="", description="figure, table or section of the paper (required for a paper)")
+    value: str = Field(default="", description="the number the paper reports, as it reports it (required for a paper)")
+    threshold: str = Field(description="how the threshold was derived from `value` or from the theory")
+    url: str = Field(default="", description="a link to the paper or its code")
+
+    _nonempty = field_validator("paper", "threshold")(classmethod(lambda cls, v, info: _text(v, info.field_name)))
+
+    @property
+    def is_compbench(self) -> bool:
+        """Whether the claim is the harness's own reading of the theory (no paper number to reproduce)."""
+        return self.paper.strip().lower() == "compbench"
+
+    @model_validator(mode="after")
+    def _complete(self) -> "Source":
+        if not self.is_compbench:
+            missing = [f for f in ("where", "value") if not getattr(self, f).strip()]
+            if missing:
+                raise ValueError(f"a paper source names {' and '.join(missing)} (the figure or table, and the number "
+                                 "it reports); use `paper: compbench` for the harness's own reading of the theory")
+        if self.url and not re.match(r"^https?://[^\s<>\"'`]+$", self.url):
+            raise ValueError(f"url must be an http(s) address, got {self.url!r}")
+        return self
+
+    def cite(self) -> str:
+        """One line: the paper, where, and the number ("compbench's reading of the theory" for the harness's own)."""
+        if self.is_compbench:
+            return "compbench's reading of the theory"
+        return f"{self.paper}, {self.where}: {self.value}"
+
+
+class KnownFailure(_Strict):
+    """A failure the suite declares, scoped: it absorbs only the verdicts of these profiles, models and tasks.
+
+    A failing verdict inside the scope is XFAIL; a passing one is XPASS and fails the outcome (strict, as
+    pytest's strict xfail), so a declaration that no longer holds is removed. `measured` is the range the
+    declaration was made for: a value outside it is absorbed but warned about.
+    """
+
+    reason: str = Field(description="why the claim does not hold here (measured, not guessed)")
+    profiles: list[str] = Field(min_length=1, description=f"profiles it applies to (`{DEFAULT_PROFILE}`: a run without --profile)")
+    models: list[str] = Field(min_length=1, description="model id globs, sweep ids or @tags it applies to")
+    tasks: list[str] = Field(min_length=1, description="task id globs it applies to")
+    measured: tuple[float, float] = Field(description="[lo, hi]: the measured values the declaration was made for")
+
+    _nonempty = field_validator("reason")(classmethod(lambda cls, v: _text(v, "reason")))
+
+    @field_validator("measured")
+    @classmethod
+    def _range(cls, v: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = (_finite(x, "measured") for x in v)
+        if lo > hi:
+            raise ValueError(f"measured is [lo, hi] with lo ≤ hi, got [{lo:g}, {hi:g}]")
+        return v
+
+
+def _known_list(v: Any) -> Any:
+    if isinstance(v, str):
+        raise ValueError("known_failure is scoped: {reason, profiles, models, tasks, measured: [lo, hi]} (or a list of "
+                         "them), so that a new failure of another model, task or profile is not absorbed")
+    return [v] if isinstance(v, dict) else v
+
+
 class Expectation(BaseModel):
     """A claim of the theory as data: which claim, on which models and tasks, with the claim's own params.
 
-    Everything but `id`, `claim`, `models`, `tasks`, `description` and `known_failure` is a parameter of the claim,
-    validated by the claim's params model when the suite loads.
+    Everything but `id`, `claim`, `models`, `tasks`, `description`, `source` and `known_failure` is a parameter
+    of the claim, validated by the claim's params model when the suite loads.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -187,9 +266,25 @@ class Expectation(BaseModel):
     models: list[str] = Field(min_length=1, description="model id globs, sweep ids, or @tag")
     tasks: list[str] = Field(min_length=1)
     description: str = ""
-    known_failure: str = Field(default="", description="why this claim is known not to hold here; a failing verdict is "
-                                                       "then reported as XFAIL and does not fail the suite")
+    # Optional here so that code can build an Expectation; a suite file without it is refused by validation.
+    source: Source | None = Field(default=None, description="the paper, figure and number the claim reproduces (or "
+                                                            "`paper: compbench`), and how its threshold was derived")
+    known_failure: Annotated[list[KnownFailure], BeforeValidator(_known_list)] = Field(
+        default_factory=list, description="scoped failures the suite declares: a failing verdict in scope is XFAIL, "
+                                          "a passing one XPASS (which fails the outcome)")
     _params: Any = PrivateAttr(default=None)
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source(cls, v: Any) -> Any:
+        # `source: "compbench: <derivation>"` is the short form of the harness's own reading.
+        if isinstance(v, str):
+            head, sep, rest = v.partition(":")
+            if head.strip().lower() == "compbench" and sep and rest.strip():
+                return {"paper": "compbench", "threshold": rest.strip()}
+            raise ValueError("source is {paper, where, value, threshold[, url]}, or the string "
+                             "\"compbench: <how the threshold follows from the theory>\"")
+        return v
 
     def claim_options(self) -> dict[str, Any]:
         """The claim's parameters as written (everything not a common field)."""
