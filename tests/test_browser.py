@@ -70,7 +70,7 @@ models:
     sweep: {weights.1: {linspace: [0.0, 0.45, 100]}}
     tasks: [te]
 expectations:
-  - {id: chance, claim: at_chance, models: [kernel-relu], tasks: [te]}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [kernel-relu], tasks: [te]}
 """
 
 

@@ -23,9 +23,9 @@ models:
     adapter: mlp
     params: {width: 256, init_scale: 1.0, lr: 0.02, max_steps: 3000, loss_tol: 1.0e-3}
 expectations:
-  - {id: exact, claim: matches_kernel, models: [overlap], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}
-  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+  - {id: exact, source: {paper: compbench, threshold: a test fixture}, claim: matches_kernel, models: [overlap], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}
+  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
 """
 
 
@@ -59,7 +59,7 @@ def test_run_writes_leaderboard_records_and_verdicts(tmp_path, capsys):
 
 def test_failing_expectation_gives_exit_code_1(tmp_path, capsys):
     suite = tmp_path / "tiny.yaml"
-    suite.write_text(TINY + "  - {id: impossible, claim: beats_kernel, models: [overlap], tasks: [te]}\n")
+    suite.write_text(TINY + "  - {id: impossible, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], tasks: [te]}\n")
     assert main(["run", "--suite", str(suite), "--out", str(tmp_path / "o"), "--quiet"]) == 1
     assert "FAIL impossible [beats_kernel] overlap on te" in capsys.readouterr().out
 

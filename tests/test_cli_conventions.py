@@ -50,8 +50,8 @@ tasks:
 models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
 expectations:
-  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: impossible, claim: beats_kernel, models: [overlap], tasks: [te]}
+  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: impossible, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], tasks: [te]}
 """
 
 WITH_BOOM = """\
@@ -274,7 +274,7 @@ def test_task_filter_leaves_a_cross_cell_claim_on_an_unrun_task_unjudged(tmp_pat
     suite = _suite(tmp_path, KERNELS.replace("  - {id: te, family: transitive_equivalence}\n",
                                              "  - {id: te, family: transitive_equivalence}\n"
                                              "  - {id: te2, family: transitive_equivalence}\n").split("  - {id: impossible")[0]
-                   + "  - {id: order, claim: ordered, over: tasks, models: [overlap], tasks: [te, te2], metric: heldout_acc, tolerance: 0.2}\n")
+                   + "  - {id: order, source: {paper: compbench, threshold: a test fixture}, claim: ordered, over: tasks, models: [overlap], tasks: [te, te2], metric: heldout_acc, tolerance: 0.2}\n")
     # Whole: te and te2 score alike, so the order (gap > 0.2) fails.
     assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "whole"), "-q"]) == 1
     assert "FAIL order [ordered] overlap on te > te2" in capsys.readouterr().out

@@ -17,8 +17,8 @@ tasks:
 models:
   - {id: ntk, adapter: kernel, params: {kernel: relu_ntk}}
 expectations:
-  - {id: nets-at-chance, claim: at_chance, models: ["@networks"], tasks: [te], tolerance: 0.5}
-  - {id: nets-leak, claim: slope_below_one, models: ["@networks", ntk], tasks: [add]}
+  - {id: nets-at-chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: ["@networks"], tasks: [te], tolerance: 0.5}
+  - {id: nets-leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: ["@networks", ntk], tasks: [add]}
 """
 
 
@@ -88,9 +88,9 @@ def test_claims_are_validated_against_task_kinds_metrics_and_params():
     assert "s.yaml:9: expectations[0].metric: unknown field 'metric': claim 'at_chance' takes tolerance" in msg
     msg = suite_error(TINY.replace("claim: at_chance", "claim: at_chanse"))
     assert "s.yaml:9: expectations[0].claim: unknown claim 'at_chanse'; did you mean 'at_chance'?" in msg
-    msg = suite_error(TINY + "  - {claim: ordered, models: [ntk], tasks: [te, add], metric: heldout_mse2}\n")
+    msg = suite_error(TINY + "  - {source: {paper: compbench, threshold: a test fixture}, claim: ordered, models: [ntk], tasks: [te, add], metric: heldout_mse2}\n")
     assert "s.yaml:11: expectations[2].metric: claim 'ordered' does not use metric 'heldout_mse2'" in msg
-    msg = suite_error(TINY + "  - {claim: ordered, models: [ntk], tasks: [te], metric: heldout_acc}\n")
+    msg = suite_error(TINY + "  - {source: {paper: compbench, threshold: a test fixture}, claim: ordered, models: [ntk], tasks: [te], metric: heldout_acc}\n")
     assert "expectations[2].tasks: 'ordered' needs at least 2 entries" in msg
     msg = suite_error(TINY.replace('"@networks", ntk', '"@networks", ntk2'))
     assert "s.yaml:10: expectations[1].models[1]: pattern 'ntk2' matches no model" in msg

@@ -223,7 +223,7 @@ models:
   - {id: tf, adapter: transformer, tasks: [ep], params: {d: 8, heads: 2, layers: 1, steps: 2, batch_size: 4}}
   - {id: mlp, adapter: mlp, tasks: [TASKS]}
 expectations:
-  - {claim: above, models: [tf], tasks: [ep], metric: r2_gap, bound: -10}
+  - {source: {paper: compbench, threshold: a test fixture}, claim: above, models: [tf], tasks: [ep], metric: r2_gap, bound: -10}
 """
 
 

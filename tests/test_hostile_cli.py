@@ -95,7 +95,7 @@ tasks:
 models:
   - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}, description: "<script>alert(1)</script>"}
 expectations:
-  - {id: slope, claim: slope_below_one, models: [k], tasks: [tbl]}
+  - {id: slope, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [k], tasks: [tbl]}
 """
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
@@ -215,7 +215,7 @@ def test_ids_are_one_pattern_and_length_located_at_their_line(tmp_path):
     refused(res, f"error: {p}:6: models[0].id: an id is 1 to 64 letters", "(1,000,000 characters)")
     assert time.perf_counter() - start < 10
     assert len(res.err) < 1000  # the id is not echoed whole
-    newline_id = TINY + 'expectations:\n  - {id: "x\\n**Expectations: 2/2 pass.**", claim: at_chance, models: [k], tasks: [te]}\n'
+    newline_id = TINY + 'expectations:\n  - {id: "x\\n**Expectations: 2/2 pass.**", source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [k], tasks: [te]}\n'
     res = cli("validate", str(p := write(tmp_path, "nl.yaml", newline_id)))
     refused(res, f"error: {p}:8: expectations[0].id: an id is 1 to 64 letters")
     assert len(res.err.strip().splitlines()) == 1, res.err  # the line break is shown escaped, not obeyed

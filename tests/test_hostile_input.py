@@ -446,10 +446,10 @@ def test_duplicate_yaml_keys_are_refused_at_their_line(validated):
 
 # --- expectations ------------------------------------------------------------------------------
 
-case("claim-unknown", with_expectation("  - {claim: matches_kernal, models: [k], tasks: [te]}\n"))
-case("claim-param", with_expectation("  - {claim: at_chance, metric: heldout_acc, models: [k], tasks: [te]}\n"))
-case("claim-kind", with_expectation("  - {claim: at_chance, models: [k], tasks: [add]}\n", "  - {id: add, family: additive}\n"))
-case("claim-ordered-one", with_expectation("  - {claim: ordered, metric: heldout_acc, models: [k], tasks: [te]}\n"))
+case("claim-unknown", with_expectation("  - {source: {paper: compbench, threshold: a test fixture}, claim: matches_kernal, models: [k], tasks: [te]}\n"))
+case("claim-param", with_expectation("  - {source: {paper: compbench, threshold: a test fixture}, claim: at_chance, metric: heldout_acc, models: [k], tasks: [te]}\n"))
+case("claim-kind", with_expectation("  - {source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [k], tasks: [add]}\n", "  - {id: add, family: additive}\n"))
+case("claim-ordered-one", with_expectation("  - {source: {paper: compbench, threshold: a test fixture}, claim: ordered, metric: heldout_acc, models: [k], tasks: [te]}\n"))
 
 
 def test_expectation_mistakes_are_located_errors(validated):
@@ -489,11 +489,11 @@ def test_theory_claims_on_a_model_without_theory_fail_as_not_applicable_through_
         models:
           - {id: plain, adapter: no-theory}
         expectations:
-          - {id: mk, claim: matches_kernel, models: [plain], tasks: [te]}
-          - {id: bk, claim: beats_kernel, models: [plain], tasks: [add]}
-          - {id: ab, claim: above, metric: theory_r2, bound: 0.5, models: [plain], tasks: [te]}
-          - {id: od, claim: ordered, metric: theory_r2, models: [plain], tasks: [te, add]}
-          - {id: ch, claim: at_chance, models: [plain], tasks: [te]}
+          - {id: mk, source: {paper: compbench, threshold: a test fixture}, claim: matches_kernel, models: [plain], tasks: [te]}
+          - {id: bk, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [plain], tasks: [add]}
+          - {id: ab, source: {paper: compbench, threshold: a test fixture}, claim: above, metric: theory_r2, bound: 0.5, models: [plain], tasks: [te]}
+          - {id: od, source: {paper: compbench, threshold: a test fixture}, claim: ordered, metric: theory_r2, models: [plain], tasks: [te, add]}
+          - {id: ch, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [plain], tasks: [te]}
     """))
     out = tmp_path / "out"
     modules = ((str(tmp_path), "no_theory_adapter"),)

@@ -52,7 +52,7 @@ models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
   - {id: %s, adapter: %s, params: %s}
 expectations:
-  - {id: all-additive, claim: additive, models: ["*"], tasks: [add]}
+  - {id: all-additive, source: {paper: compbench, threshold: a test fixture}, claim: additive, models: ["*"], tasks: [add]}
 """
 
 
@@ -104,7 +104,7 @@ tasks:
 models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
 expectations:
-  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
 profiles:
   alt:
     params: {overlap: {weights: [0.0, 0.1, 1.0]}}
@@ -137,7 +137,7 @@ models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}, tasks: [add]}
   - {id: relu, adapter: kernel, params: {kernel: relu_ntk}, tasks: [te]}
 expectations:
-  - {id: never, claim: additive, models: [overlap], tasks: [te]}
+  - {id: never, source: {paper: compbench, threshold: a test fixture}, claim: additive, models: [overlap], tasks: [te]}
 """
     with pytest.raises(SuiteError) as err:
         parse_suite(text, "pairs.yaml")

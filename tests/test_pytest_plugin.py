@@ -21,10 +21,10 @@ models:
     params: {width: 256, init_scale: 1.0e-3, lr: 0.1, max_steps: 3000, loss_tol: 1.0e-3}
     tasks: [te]
 expectations:
-  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-  - {id: infers, claim: beats_kernel, models: [rich], tasks: [te]}
-  - {id: order, claim: ordered, over: models, models: [rich, overlap], tasks: [te], metric: heldout_acc, tolerance: 0.2}
+  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+  - {id: infers, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [rich], tasks: [te]}
+  - {id: order, source: {paper: compbench, threshold: a test fixture}, claim: ordered, over: models, models: [rich, overlap], tasks: [te], metric: heldout_acc, tolerance: 0.2}
 """
 
 
@@ -59,7 +59,7 @@ def test_passes_on_its_baseline_under_xdist_and_fails_a_planted_regression(suite
     result.assert_outcomes(passed=5)
     # Planted regression (the rich net initialised lazily) plus an expectation that cannot hold.
     planted = SUITE.replace("init_scale: 1.0e-3, lr: 0.1", "init_scale: 1.0, lr: 0.02").replace(
-        "tolerance: 0.01}", "tolerance: 0.01}\n  - {id: bad, claim: beats_kernel, models: [overlap], tasks: [te]}"
+        "tolerance: 0.01}", "tolerance: 0.01}\n  - {id: bad, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], tasks: [te]}"
     )
     suite_dir.makefile(".yaml", plug=planted)
     result = suite_dir.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json")

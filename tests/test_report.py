@@ -37,8 +37,8 @@ models:
   - {id: boom, adapter: mlp, params: {width: 8}}
   - {id: late, adapter: mlp, params: {width: 8}, tasks: [te]}
 expectations:
-  - {id: chance, claim: at_chance, models: [kern], tasks: [te]}
-  - {id: rich, claim: beats_kernel, models: [net], tasks: [te], tolerance: 0.25}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [kern], tasks: [te]}
+  - {id: rich, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [net], tasks: [te], tolerance: 0.25}
 """
 TASKS = {"te": make_task("transitive_equivalence"), "add": make_task("additive", anchors=[[4], [4]])}
 

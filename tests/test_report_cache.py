@@ -22,7 +22,7 @@ models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
   - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
 expectations:
-  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
 """
 PAST = 1_000_000_000  # 2001: a file rewritten by the run cannot keep this mtime
 

@@ -34,8 +34,8 @@ models:
   - {id: kern, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}, description: an overlap kernel}
   - {id: net, adapter: mlp, params: {width: 8}}
 expectations:
-  - {id: chance, claim: at_chance, models: [kern], tasks: [te]}
-  - {id: rich, claim: beats_kernel, models: [net], tasks: [te], tolerance: 0.25}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [kern], tasks: [te]}
+  - {id: rich, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [net], tasks: [te], tolerance: 0.25}
 """
 TASKS = {"te": make_task("transitive_equivalence"), "add": make_task("additive", anchors=[[4], [4]]),
          "cd": make_task("context_dependence", preset="CD-1")}

@@ -27,7 +27,7 @@ models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
   - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
 expectations:
-  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
 """
 
 pytestmark = pytest.mark.skipif(not publish_module._can_fork(), reason="needs fork and two cores")

@@ -27,6 +27,7 @@ models:
     sweep: {init_scale: [0.01, 1.0]}
 expectations:
   - claim: at_chance
+    source: {paper: compbench, threshold: a test fixture}
     models: [k]
     tasks: [te]
 """

@@ -49,7 +49,7 @@ tasks:
 models:
   - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
 expectations:
-  - {id: chance, claim: at_chance, models: [k], tasks: [te]}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [k], tasks: [te]}
 """
 INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
 

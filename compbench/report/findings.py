@@ -209,7 +209,7 @@ def departure_text(d: Departure) -> str:
 def _sentence(text: str) -> str:
     """The text with its first letter capitalised, unless it starts with a symbol or a mixed-case word (R², RMSE)."""
     first = text.split(" ", 1)[0]
-    return text[0].upper() + text[1:] if text and first.islower() else text
+    return text[0].upper() + text[1:] if text and first.isalpha() and first.islower() else text
 
 
 def finding_parts(f: Finding) -> list[tuple[str, str]]:
@@ -221,7 +221,7 @@ def finding_parts(f: Finding) -> list[tuple[str, str]]:
     """
     parts: list[tuple[str, str]] = [("name", f.expectation), ("text", f": {_sentence(f.predicts)}")]
     if len(f.thresholds) == 1 and f.thresholds[0] not in f.predicts:
-        parts.append(("text", f" ({f.thresholds[0]})"))
+        parts.append(("text", f"; threshold: {f.thresholds[0]}"))
     parts.append(("text", "."))
     if f.note:
         parts.append(("text", f" {_sentence(f.note.rstrip('.'))}."))
@@ -229,7 +229,7 @@ def finding_parts(f: Finding) -> list[tuple[str, str]]:
         parts.append(("text", f" Source: {f.source.rstrip('.')}."))
     n_known = sum(1 for d in f.depart if d.known_failure and not d.unexpected_pass)
     if f.status == "holds":
-        status = f"It holds for all {f.n_total}" if f.n_total > 1 else "It holds"
+        status = {1: "It holds", 2: "It holds for both"}.get(f.n_total, f"It holds for all {f.n_total}")
     else:
         status = f"It holds for {f.n_pass} of {f.n_total}"
     parts += [("text", " "), ("status", status)]

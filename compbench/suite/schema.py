@@ -216,7 +216,7 @@ class Source(_Strict):
     def cite(self) -> str:
         """One line: the paper, where, and the number ("compbench's reading of the theory" for the harness's own)."""
         if self.is_compbench:
-            return "compbench's reading of the theory"
+            return f"compbench's reading of the theory: {' '.join(self.threshold.split()).rstrip('.')}"
         return f"{self.paper}, {self.where}: {self.value}"
 
 
