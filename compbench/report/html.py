@@ -22,6 +22,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-w
  font-size:16px;line-height:1.4}
 h1{font-size:1.5em;margin:.5em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 h1,h2,p,nav,figcaption{overflow-wrap:anywhere}
+.about{font-size:1.05em;max-width:1100px}.papers{max-width:1100px}.meaning{font-style:italic}
 .headline{font-size:1.05em;background:#f3f6fb;border-left:4px solid #36c;padding:.4em .7em}
 nav a{margin-right:1em;display:inline-block}
 .filters{display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center;margin:.6em 0;font-size:14px}
@@ -211,13 +212,15 @@ def table_section_html(t: Table, plot_links: dict[str, str] | None = None) -> st
 
 
 def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "",
-                findings: Sequence[Any] | None = None) -> str:
+                findings: Sequence[Any] | None = None, intro: Any = None) -> str:
     """The whole report as one HTML document with no external references.
 
     `plots` are objects with `name`, `caption` and `png` (bytes), as from `compbench.report.plots.write_plots`;
     `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
+    `intro` (compbench.report.intro.Intro): the suite's description, its papers and what the numbers mean.
     """
     from compbench.report.findings import FINDINGS_NOTE, html_findings
+    from compbench.report.intro import html_intro
 
     title = f"{html.escape(suite_name)}: leaderboard"
     anchors = [(t.anchor or _anchor(t.title), t.title) for t in tables] + ([("plots", "Plots")] if plots else [])
@@ -233,6 +236,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{title}</title><style>{_CSS}</style></head><body>",
         f"<header><h1>{title}</h1>",
+        html_intro(intro) if intro is not None else "",
         f'<p class="headline">{html.escape(headline)}</p>' if headline else "",
         f'<nav aria-label="Sections">{nav}</nav></header>',
         "<main>",

@@ -752,14 +752,17 @@ def report_tables(ctx: Any) -> list[Table]:
 
 
 def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "",
-                    findings: Sequence[Any] | None = None) -> str:
+                    findings: Sequence[Any] | None = None, intro: Any = None) -> str:
     """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title.
 
     `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
+    `intro` (compbench.report.intro.Intro): the suite's description, its papers and what the numbers mean, under the title.
     """
     from compbench.report.findings import markdown_findings
+    from compbench.report.intro import markdown_intro
 
-    lines = [f"# {md_text(suite_name)}: leaderboard", ""] + ([md_text(headline), ""] if headline else [])
+    lines = [f"# {md_text(suite_name)}: leaderboard", ""] + (markdown_intro(intro) if intro is not None else [])
+    lines += [md_text(headline), ""] if headline else []
     if findings is not None:
         lines += markdown_findings(findings, plot_files=bool(plots))
     for t in tables:

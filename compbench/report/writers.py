@@ -120,12 +120,14 @@ class MarkdownWriter(Reporter):
     """leaderboard.md: every table, and the plots when png is written too."""
 
     def write(self, ctx: ReportContext) -> list[Path]:
+        from compbench.report.intro import intro
         from compbench.report.legend import headline
         from compbench.report.tables import markdown_report
 
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
-        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found))]
+        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found,
+                                                                intro(ctx.loaded)))]
 
 
 @register_reporter("csv")
@@ -154,10 +156,12 @@ class HtmlWriter(Reporter):
 
     def write(self, ctx: ReportContext) -> list[Path]:
         from compbench.report.html import html_report
+        from compbench.report.intro import intro
         from compbench.report.legend import headline
 
         found = ctx.findings([p.name for p in ctx.plots])
-        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found))]
+        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found,
+                                                                intro(ctx.loaded)))]
 
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")
