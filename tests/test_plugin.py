@@ -188,8 +188,8 @@ def _body(module: str) -> str:
 
 
 def test_docs_show_the_fixture_verbatim():
-    """docs/adapters.md's and docs/extending.md's complete examples are the tested plugin, not drifting copies."""
-    docs = Path(__file__).parents[1] / "docs"
+    """docs/how-to/adapters.md's and docs/how-to/extending.md's complete examples are the tested plugin, not drifting copies."""
+    docs = Path(__file__).parents[1] / "docs" / "how-to"
     adapters, extending = (docs / "adapters.md").read_text(), (docs / "extending.md").read_text()
     toml = f"```toml\n{(FIXTURE / 'pyproject.toml').read_text()}```"
     assert f"```python\n{_body('__init__.py')}```" in adapters and toml in adapters
