@@ -225,9 +225,10 @@ def test_broken_or_clashing_plugins_warn_and_the_rest_load(monkeypatch):
     assert set(fresh.broken) == {"missing-module", "not-an-adapter", "kernel"}
 
 
-def test_readme_shows_every_kind_from_the_tested_plugin():
-    """README's extension examples are the plugin that test_plugin_is_listed_and_runs_a_suite installs and runs."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+def test_extending_docs_show_every_kind_from_the_tested_plugin():
+    """docs/how-to/extending.md's examples of each kind (the README's before), entry-point group by group, are the
+    plugin that test_plugin_is_listed_and_runs_a_suite installs and runs."""
+    readme = (Path(__file__).parents[1] / "docs" / "how-to" / "extending.md").read_text()
     for module in ("tasks.py", "encodings.py", "claims.py", "reporters.py"):
         assert f"```python\n{_body(module)}```" in readme, module
     toml = (FIXTURE / "pyproject.toml").read_text()
