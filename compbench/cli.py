@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                   + (f" (not {', '.join(dropped)}: its adapter does not take them)" if dropped else ""))
         if any(given != model_id for given, model_id in added_ids.items()) and args.executor == "ray":
             _err("a model from a file or module (--model file.py:Name) runs on the local or process executor; "
-                 "Ray workers cannot import it: package it with an entry point (docs/extending.md) to use Ray")
+                 "Ray workers cannot import it: package it with an entry point (docs/how-to/extending.md) to use Ray")
             return EXIT_USAGE
         if args.model_tags and not added:
             _err("--model-tags applies only to a model added with --model (no model of the suite)")

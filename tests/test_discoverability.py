@@ -120,16 +120,17 @@ def test_a_max_margin_model_on_a_regression_task_is_a_validation_error():
                 .replace(', ntk], tasks: [add]', '], tasks: [add]'), "s.yaml")
 
 
-def test_readme_suite_example_validates():
+def test_docs_suite_example_validates():
+    """docs/reference/suite-schema.md's example suite (the README's before) validates and means what its comments say."""
     from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    block = readme[readme.index("## Writing a suite"):].split("```yaml\n", 1)[1].split("```", 1)[0]
-    loaded = parse_suite(block, "README.md")
+    readme = (Path(__file__).parents[1] / "docs" / "reference" / "suite-schema.md").read_text()
+    block = readme[readme.index("# Writing a suite"):].split("```yaml\n", 1)[1].split("```", 1)[0]
+    loaded = parse_suite(block, "suite-schema.md")
     assert [m.id for m in loaded.models] == [f"mlp[init_scale={v}]" for v in ("0.001", "0.01", "0.1", "1")]
     assert loaded.tags["mlp[init_scale=0.001]"] == {"networks", "rich-candidates"}
     assert [e.claim for e in loaded.suite.expectations] == ["slope_below_one", "above"]
-    full = parse_suite(block, "README.md", profile="full")  # its profile, as the comments describe it
+    full = parse_suite(block, "suite-schema.md", profile="full")  # its profile, as the comments describe it
     assert {m.params.width for m in full.models} == {4096} and full.models[0].seeds == tuple(range(10))
     assert full.suite.tasks[0].params == {"anchors": [[0, 4], [0, 4]]}
 

@@ -1,4 +1,4 @@
-"""docs/factor-grid.md: its example builds the splits it counts and runs; its refusal text and measured numbers are real."""
+"""docs/explanation/suites/factor-grid.md: its example builds the splits it counts and runs; its refusal text and measured numbers are real."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from compbench.suite import parse_suite
 from compbench.tasks import TaskParamError, make_task
 
 ROOT = Path(__file__).parents[1]
-DOCS = ROOT / "docs" / "factor-grid.md"
+DOCS = ROOT / "docs" / "explanation" / "suites" / "factor-grid.md"
 
 
 def docs_suite() -> str:

@@ -188,8 +188,8 @@ def _body(module: str) -> str:
 
 
 def test_docs_show_the_fixture_verbatim():
-    """docs/adapters.md's and docs/extending.md's complete examples are the tested plugin, not drifting copies."""
-    docs = Path(__file__).parents[1] / "docs"
+    """docs/how-to/adapters.md's and docs/how-to/extending.md's complete examples are the tested plugin, not drifting copies."""
+    docs = Path(__file__).parents[1] / "docs" / "how-to"
     adapters, extending = (docs / "adapters.md").read_text(), (docs / "extending.md").read_text()
     toml = f"```toml\n{(FIXTURE / 'pyproject.toml').read_text()}```"
     assert f"```python\n{_body('__init__.py')}```" in adapters and toml in adapters
@@ -225,9 +225,10 @@ def test_broken_or_clashing_plugins_warn_and_the_rest_load(monkeypatch):
     assert set(fresh.broken) == {"missing-module", "not-an-adapter", "kernel"}
 
 
-def test_readme_shows_every_kind_from_the_tested_plugin():
-    """README's extension examples are the plugin that test_plugin_is_listed_and_runs_a_suite installs and runs."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+def test_extending_docs_show_every_kind_from_the_tested_plugin():
+    """docs/how-to/extending.md's examples of each kind (the README's before), entry-point group by group, are the
+    plugin that test_plugin_is_listed_and_runs_a_suite installs and runs."""
+    readme = (Path(__file__).parents[1] / "docs" / "how-to" / "extending.md").read_text()
     for module in ("tasks.py", "encodings.py", "claims.py", "reporters.py"):
         assert f"```python\n{_body(module)}```" in readme, module
     toml = (FIXTURE / "pyproject.toml").read_text()

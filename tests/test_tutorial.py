@@ -1,4 +1,4 @@
-"""docs/evaluate-your-architecture.md, run as written: its file, its commands and its Python."""
+"""docs/tutorials/evaluate-your-architecture.md, run as written: its file, its commands and its Python."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-DOC = ROOT / "docs" / "evaluate-your-architecture.md"
+DOC = ROOT / "docs" / "tutorials" / "evaluate-your-architecture.md"
 BLOCK = re.compile(r"<!-- (file: (?P<name>\S+)|command|python) -->\n```\w+\n(?P<body>.*?)```", re.S)
 
 

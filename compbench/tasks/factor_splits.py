@@ -1,4 +1,4 @@
-"""Split rules over factor values, for any grid task (docs/factor-grid.md).
+"""Split rules over factor values, for any grid task (docs/explanation/suites/factor-grid.md).
 
 A grid task's cells are value combinations of named factors (components); a rule says which cells
 are held out from the values they take. Every rule is a pure function of the cells, so any family

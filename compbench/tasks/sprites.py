@@ -1,4 +1,4 @@
-"""Sprites: dSprites' factors rendered in numpy, every factor a regression target (docs/factor-grid.md).
+"""Sprites: dSprites' factors rendered in numpy, every factor a regression target (docs/explanation/suites/factor-grid.md).
 
 The factors are dSprites' (github.com/deepmind/dsprites-dataset, README): shape (square, ellipse,
 heart), scale (values in [0.5, 1]), orientation (values in [0, 2π)), x and y position (values in

@@ -1,4 +1,4 @@
-"""The `table` family: a compositional task declared entirely in suite YAML (docs/tasks.md)."""
+"""The `table` family: a compositional task declared entirely in suite YAML (docs/how-to/tasks.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Print compbench's benchmark results as a markdown table of ratios (the table in README).
+"""Print compbench's benchmark results as a markdown table of ratios (the tables in docs/performance.md).
 
     python tests/benchmarks/table.py                 # run every benchmark, then print
     python tests/benchmarks/table.py -k ntk          # only some (pytest -k expression)

@@ -85,6 +85,6 @@ def test_cli_kernel_limits_images_warm(benchmark, tmp_path):
 def test_cli_other_suites_cold(benchmark, tmp_path, suite, code):
     """The suites of #15 and #16, whose issues set their own limits (5, 6 and 6 minutes cold).
 
-    modular-teacher exits 1: two of its paper claims do not reproduce at this size (README)."""
+    modular-teacher exits 1: two of its paper claims do not reproduce at this size (docs/explanation/suites/modular-and-slots.md)."""
     fresh = (tmp_path / f"cold{i}" for i in itertools.count())
     _timed(benchmark, lambda: compbench_run(next(fresh), suite, codes=(code,)), rounds=1)
