@@ -111,9 +111,11 @@ class BeatsKernel(Claim):
 
 
 class SlopeParams(ClaimParams):
-    """Slope ≤ 1 − tolerance with correlation ≥ min_corr."""
+    """Slope ≤ 1 − tolerance with correlation ≥ min_corr (and slope ≥ min_slope when given)."""
 
     min_corr: float = Field(default=0.5, ge=-1, le=1, description="the predictions must still follow the truth")
+    min_slope: float | None = Field(default=None, description="a lower bound: the model must still generalise this much "
+                                                              "(a network that predicts nothing has slope 0)")
 
 
 @register_claim("slope_below_one")
@@ -131,10 +133,15 @@ class SlopeBelowOne(Claim):
         ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
         members = by_member(ok).values()
-        slope = max(mean_of(rs, "slope") for rs in members)
+        slopes = [mean_of(rs, "slope") for rs in members]
         corr = min(mean_of(rs, "corr") for rs in members)
-        return Verdict(expectation, self.name, subject.name, subject.task, slope, f"slope ≤ {1 - tol:g}, corr ≥ {params.min_corr:g}",
-                       slope <= 1 - tol and corr >= params.min_corr, f"held-out slope vs truth (corr {corr:.3f})")
+        low = params.min_slope
+        # The member farthest outside [min_slope, 1 − tolerance] is the one reported.
+        slope = min(slopes) if low is not None and min(slopes) < low and max(slopes) <= 1 - tol else max(slopes)
+        threshold = (f"{low:g} ≤ slope ≤ {1 - tol:g}" if low is not None else f"slope ≤ {1 - tol:g}") + f", corr ≥ {params.min_corr:g}"
+        passed = max(slopes) <= 1 - tol and (low is None or min(slopes) >= low) and corr >= params.min_corr
+        return Verdict(expectation, self.name, subject.name, subject.task, slope, threshold, passed,
+                       f"held-out slope vs truth (corr {corr:.3f})")
 
 
 class BoundParams(ClaimParams):
@@ -173,6 +180,98 @@ class Below(_Bound):
     """A metric (mean over seeds) at most `bound`, for every member."""
 
     sign = -1.0
+
+
+class NearParams(ClaimParams):
+    """|metric − target| ≤ tolerance (mean over seeds, every member)."""
+
+    metric: str = Field(description="the metric compared with the target")
+    target: float = Field(description="the value the theory or the paper says it takes")
+
+
+@register_claim("near")
+class Near(Claim):
+    """A metric (mean over seeds) within `tolerance` of `target`, for every member: two-sided, unlike `above`/`below`."""
+
+    Params = NearParams
+    metrics = tuple(METRICS) + tuple(PER_FACTOR)
+    default_tolerance = 0.05
+
+    def judge(self, params: NearParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, (params.metric,))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r.ok]
+        tol = self.tolerance(params)
+        val = max((mean_of(rs, params.metric) for rs in by_member(ok).values()), key=lambda v: abs(v - params.target))
+        return Verdict(expectation, self.name, subject.name, subject.task, val, f"|{params.metric} − {params.target:g}| ≤ {tol:g}",
+                       abs(val - params.target) <= tol, f"{params.metric}, mean over seeds, farthest of {_n(ok)}")
+
+
+class NearTheoryParams(ClaimParams):
+    """|metric − the theory's value of it| ≤ tolerance (mean over seeds, every member)."""
+
+    metric: str = Field(description="a metric with a theory partner (slope → theory_slope, heldout_r2 → theory_heldout_r2, …)")
+
+
+@register_claim("near_theory")
+class NearTheory(Claim):
+    """A metric (mean over seeds) within `tolerance` of the same metric of the model's own kernel theory, for every member."""
+
+    Params = NearTheoryParams
+    metrics = tuple(m for m in METRICS if theory_partner(m))
+    default_tolerance = 0.03
+
+    def judge(self, params: NearTheoryParams, expectation: str, subject: Subject) -> Verdict:
+        partner = theory_partner(params.metric) or ""
+        why = unusable(subject.records, (params.metric, partner))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r.ok]
+        tol = self.tolerance(params)
+        pairs = [(mean_of(rs, params.metric), mean_of(rs, partner)) for rs in by_member(ok).values()]
+        model, theory = max(pairs, key=lambda p: abs(p[0] - p[1]))
+        return Verdict(expectation, self.name, subject.name, subject.task, model - theory, f"|{params.metric} − {partner}| ≤ {tol:g}",
+                       abs(model - theory) <= tol, f"{params.metric} {model:.3f} vs its theory's {theory:.3f} (mean over seeds)")
+
+
+class RelativeParams(ClaimParams):
+    """metric ≤ ratio × reference (means over seeds, every member)."""
+
+    metric: str = Field(description="the metric that must be the smaller")
+    reference: str = Field(description="the metric it is compared with (e.g. another factor's slope)")
+    ratio: float = Field(default=1.0, gt=0, description="metric ≤ ratio × reference")
+
+
+@register_claim("below_ratio")
+class BelowRatio(Claim):
+    """A metric at most `ratio` times a reference metric of the same model and task (means over seeds, every member).
+
+    Measured as metric − ratio × reference, so a reference near 0 cannot blow the value up.
+    """
+
+    Params = RelativeParams
+    metrics = tuple(METRICS) + tuple(PER_FACTOR)
+
+    def validate(self, params: RelativeParams, expectation: Any) -> list[tuple[str, str]]:
+        from compbench.scoring.metric_facts import metric_allowed
+
+        if not metric_allowed(params.reference, self.metrics):
+            return [("reference", f"unknown metric {params.reference!r}")]
+        return []
+
+    def judge(self, params: RelativeParams, expectation: str, subject: Subject) -> Verdict:
+        why = unusable(subject.records, (params.metric, params.reference))
+        if why:
+            return failed(expectation, self.name, subject, why)
+        ok = [r for r in subject.records if r.ok]
+        tol = self.tolerance(params)
+        pairs = [(mean_of(rs, params.metric), mean_of(rs, params.reference)) for rs in by_member(ok).values()]
+        a, b = max(pairs, key=lambda p: p[0] - params.ratio * p[1])
+        gap = a - params.ratio * b
+        return Verdict(expectation, self.name, subject.name, subject.task, gap,
+                       f"{params.metric} − {params.ratio:g}·{params.reference} ≤ {tol:g}", gap <= tol,
+                       f"{params.metric} {a:.3f}, {params.reference} {b:.3f} (means over seeds)")
 
 
 class OrderedParams(ClaimParams):
