@@ -263,6 +263,7 @@ def test_mlp_with_logistic_loss_on_a_regression_task_is_an_error_record(tmp_path
     assert [r["error"] for r in recs["mlp-log"]] == ["theory solve: ValueError: kernel_svm needs labels y_train in {-1, +1} (one column)"] * 2
 
 
+@pytest.mark.slow
 def test_cell_timeout_kills_a_hung_job_and_the_rest_of_the_run_goes_on(tmp_path):
     text = suite("broken-sleeps", "contract-good", "broken-dies")
     first = run_suite(parse_suite(text, "c.yaml"), tmp_path, device="cpu", progress=False, executor="process", workers=2, cell_timeout=2)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import os
 import subprocess
 import sys
@@ -55,6 +57,7 @@ def run(root: Path, out: Path) -> subprocess.CompletedProcess:
                            "--quiet", "--format", "csv"], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_editing_a_plugin_helper_module_recomputes_its_cells(tmp_path):
     make_plugin(tmp_path, 0.0)
     (tmp_path / "s.yaml").write_text(SUITE)

@@ -60,6 +60,7 @@ def test_same_run_passes_and_planted_regression_fails(baseline, tmp_path):
     assert not any(cell.startswith("overlap/") for cell, _ in regressed)
 
 
+@pytest.mark.slow
 def test_seed_noise_alone_rarely_fails(baseline, tmp_path):
     # 20 re-draws with fresh seeds (6 each): the default tolerance must not call them regressions.
     alarms = 0

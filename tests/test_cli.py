@@ -29,6 +29,7 @@ expectations:
 """
 
 
+@pytest.mark.slow
 def test_run_writes_leaderboard_records_and_verdicts(tmp_path, capsys):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY)
@@ -57,6 +58,7 @@ def test_run_writes_leaderboard_records_and_verdicts(tmp_path, capsys):
     assert "0 cells run, 6 reused from the cache" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_failing_expectation_gives_exit_code_1(tmp_path, capsys):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY + "  - {id: impossible, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], tasks: [te]}\n")

@@ -85,6 +85,7 @@ def test_version_flag_and_python_m(capsys):
     assert done.returncode == 0 and done.stdout == "", done.stderr  # -q: the exit code says it
 
 
+@pytest.mark.slow
 def test_task_filter_runs_only_its_tasks_and_judges_the_run_as_partial(tmp_path, capsys):
     suite = _suite(tmp_path, KERNELS)
     out = tmp_path / "out"
@@ -186,6 +187,7 @@ def test_errors_are_shown_on_the_terminal_and_in_leaderboard_md(tmp_path, capsys
     assert "  boom on add: RuntimeError: boom went the adapter" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_fail_fast_stops_at_the_first_failed_cell_and_keeps_what_finished(tmp_path, capsys):
     suite = _suite(tmp_path, WITH_BOOM)
     out = tmp_path / "out"
@@ -246,6 +248,7 @@ models:
 """
 
 
+@pytest.mark.slow
 def test_pytest_plugin_writes_a_line_per_finished_cell_unless_quiet(tmp_path):
     (tmp_path / "plug.yaml").write_text(PLUGIN_SUITE)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -270,6 +273,7 @@ def test_live_progress_bar_names_a_sweep_member_literally(monkeypatch):
     assert "last m[a=1] on te" in tty.getvalue()  # rich markup would eat the brackets
 
 
+@pytest.mark.slow
 def test_task_filter_leaves_a_cross_cell_claim_on_an_unrun_task_unjudged(tmp_path, capsys):
     suite = _suite(tmp_path, KERNELS.replace("  - {id: te, family: transitive_equivalence}\n",
                                              "  - {id: te, family: transitive_equivalence}\n"

@@ -82,6 +82,7 @@ def by_model(records):
     ("{die: true}", None, "worker process died: exit code 1"),
     ("{sleep: 60}", 3.0, "exceeded --cell-timeout 3 s (the job was killed)"),
 ])
+@pytest.mark.slow
 def test_a_failing_job_with_jobs_queued_behind_it_loses_none_of_them(tmp_path, batches, monkeypatch, middle, timeout, error):
     # Batches as large as allowed whatever the machine's speed ([0], [1..33], then 17 or more from 34):
     # job 40 is always sent with jobs behind it (at the default 50 ms of work, a loaded machine could

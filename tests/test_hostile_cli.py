@@ -372,6 +372,7 @@ def _running(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads worker states from /proc")
 @pytest.mark.parametrize("every", [0.1, 0.4])
 def test_ctrl_c_pressed_again_and_again_only_hurries_the_cleanup(tmp_path, every):

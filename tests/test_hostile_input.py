@@ -572,12 +572,14 @@ def _tiny_budget(doc) -> bool:
     return isinstance(models, list) and all(isinstance(m, dict) and m.get("adapter") == "kernel" for m in models)
 
 
+@pytest.mark.slow
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(st.binary(max_size=200) | st.text(max_size=200).map(str.encode), min_size=6, max_size=6))
 def test_fuzz_random_bytes_through_the_cli(tmp_path_factory, blobs):
     _fuzz(tmp_path_factory.mktemp("bytes"), blobs, [False] * len(blobs))
 
 
+@pytest.mark.slow
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.lists(suites(), min_size=7, max_size=7))
 def test_fuzz_random_structures_through_the_cli(tmp_path_factory, docs):

@@ -205,6 +205,7 @@ def test_one_sample_probe_and_float32_module():
 # ------------------------------------------------------------------------------------- wide limit
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1, 2])
 def test_wide_k_output_mlp_agrees_with_the_analytic_ntk(depth):
     """Width 4096, K = 3: the trace eNTK and every output's eNTK are the scalar analytic NTK.

@@ -10,6 +10,8 @@ and every command must agree with it, verdict by verdict.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import sqlite3
@@ -99,6 +101,7 @@ def _verdicts(out: Path) -> list[tuple[str, str, str, str]]:
     return sorted(zip(frame.expectation, frame.subject, frame.task.astype(str), frame.verdict))
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(draw=draws())
 def test_every_command_states_the_same_outcome(tmp_path_factory, draw):

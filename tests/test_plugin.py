@@ -92,6 +92,7 @@ def listed_names(stdout: str, heading: str) -> list[str]:
     return names
 
 
+@pytest.mark.slow
 def test_plugin_is_listed_and_runs_a_suite(site, tmp_path):
     listed = compbench(site, "list", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
@@ -163,6 +164,7 @@ def make_task_plugin(site: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(cells), np.array(y), np.array(tr)
 
 
+@pytest.mark.slow
 def test_plugin_claim_is_validated_and_suite_runs_under_pytest(site, tmp_path):
     """A plugin's claim says which task kinds it applies to; the plugin's kinds also run as pytest items."""
     bad = SUITE_ALL_KINDS.replace("tasks: [sym], margin: 0.4", "tasks: [add], margin: 0.4")

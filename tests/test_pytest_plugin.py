@@ -34,6 +34,7 @@ def suite_dir(pytester: pytest.Pytester):
     return pytester
 
 
+@pytest.mark.slow
 def test_collects_one_item_per_cell_plus_ordered_claims(suite_dir):
     result = suite_dir.runpytest_subprocess("plug.yaml", "--collect-only", "-q", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(
@@ -44,6 +45,7 @@ def test_collects_one_item_per_cell_plus_ordered_claims(suite_dir):
     result.stdout.fnmatch_lines(["plug.yaml::overlap::te", "plug.yaml::overlap::add", "2/5 tests collected (3 deselected)*"])
 
 
+@pytest.mark.slow
 def test_passes_on_its_baseline_under_xdist_and_fails_a_planted_regression(suite_dir):
     import subprocess
     import sys
@@ -68,6 +70,7 @@ def test_passes_on_its_baseline_under_xdist_and_fails_a_planted_regression(suite
     result.assert_outcomes(passed=1, failed=4)  # 3 items, and the suite outcome that sums them up
 
 
+@pytest.mark.slow
 def test_invalid_suite_is_a_collection_error(suite_dir):
     suite_dir.makefile(".yaml", plug=SUITE.replace("family: additive", "family: additve"))
     result = suite_dir.runpytest_subprocess("plug.yaml", "-p", "no:cacheprovider")

@@ -108,6 +108,7 @@ def _board_rows(md: str) -> dict[str, list[str]]:
     return {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in rows}
 
 
+@pytest.mark.slow
 def test_markdown_matches_golden_file(published):
     out, _, _ = published
     text = (out / "leaderboard.md").read_text(encoding="utf-8")
@@ -214,6 +215,7 @@ def test_every_plot_is_written(published):
             assert svg.stat().st_size > 5000 and "<svg" in svg.read_text()[:2000]
 
 
+@pytest.mark.slow
 def test_plots_reused_when_records_unchanged_and_redrawn_when_changed(tmp_path):
     loaded = parse_suite(SUITE, "golden.yaml")
     recs = [r for r in fixed_records() if r["task"] == "te"]

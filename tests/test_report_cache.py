@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import re
@@ -70,6 +72,7 @@ def test_warm_run_leaves_every_report_file_untouched_and_says_so(tmp_path, capsy
     assert json.loads((out / "summary.json").read_text())["n_cached"] == 4
 
 
+@pytest.mark.slow
 def test_deleting_one_file_rewrites_only_its_writer(tmp_path, capsys):
     suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
     suite.write_text(SUITE)
@@ -86,6 +89,7 @@ def test_deleting_one_file_rewrites_only_its_writer(tmp_path, capsys):
     assert {p: p.read_bytes() for p in files} == before  # rewritten from the same inputs: the same bytes
 
 
+@pytest.mark.slow
 def test_changing_a_model_rewrites_the_report(tmp_path, capsys):
     suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
     suite.write_text(SUITE)

@@ -83,6 +83,7 @@ def suite(published, tmp_path) -> Path:
 # -- A: manifests from a pull request cannot delete outside the results directory -----------------
 
 
+@pytest.mark.slow
 def test_plots_manifest_entries_outside_the_results_directory_are_never_deleted(suite, out, tmp_path):
     victims = [tmp_path / "work" / "victim.png", tmp_path / "work" / "victim.svg", tmp_path / "abs.png", tmp_path / "abs.svg"]
     for v in victims:
@@ -226,6 +227,7 @@ def _fill(disk: Path, leave: int) -> None:
         fh.write(b"\0" * max(0, free - leave))
 
 
+@pytest.mark.slow
 def test_a_really_full_disk_leaves_every_report_file_whole(suite, tiny_disk):
     out = tiny_disk / "out"
     done = cli("run", "--suite", str(suite), "--out", str(out), "--quiet")
@@ -263,6 +265,7 @@ def test_a_full_disk_never_truncates_a_baseline(suite, tmp_path, monkeypatch, ca
     assert [p.name for p in baseline.parent.iterdir()] == ["tiny.json"]
 
 
+@pytest.mark.slow
 def test_a_baseline_that_is_a_symlink_is_refused(suite, tmp_path):
     victim = tmp_path / "victim.json"
     victim.write_text("precious")
@@ -277,6 +280,7 @@ def test_a_baseline_that_is_a_symlink_is_refused(suite, tmp_path):
 # -- E: the report cache checks the files' digests ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_emptied_or_edited_report_files_are_rewritten_not_trusted(suite, out):
     before = report_bytes(out)
     (out / "leaderboard.html").write_text("")

@@ -63,6 +63,7 @@ def _fresh_run():
     _RUN.clear()
 
 
+@pytest.mark.slow
 def test_forked_plots_equal_plots_drawn_here(tmp_path, monkeypatch):
     here, here_paths = _publish(tmp_path, "here", monkeypatch, fork=False)
     forked, forked_paths = _publish(tmp_path, "forked", monkeypatch, fork=True)

@@ -88,6 +88,7 @@ def start_slow_run(tmp_path: Path, rows: int) -> tuple[Path, Path, subprocess.Po
     return suite, out, proc
 
 
+@pytest.mark.slow
 def test_sigkill_loses_only_jobs_in_flight_and_resume_equals_uninterrupted(tmp_path, reference):
     suite, out, proc = start_slow_run(tmp_path, 20)
     proc.send_signal(signal.SIGKILL)
@@ -101,6 +102,7 @@ def test_sigkill_loses_only_jobs_in_flight_and_resume_equals_uninterrupted(tmp_p
     assert predictions(after) == predictions(reference)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
     _, out, proc = start_slow_run(tmp_path, 10)
     proc.send_signal(signal.SIGINT)
@@ -113,6 +115,7 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
     assert (out / "leaderboard.md").exists()  # the partial report is written too
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_share_the_store(tmp_path, reference):
     suite = tmp_path / "slow.yaml"
     suite.write_text(SLOW)
@@ -172,6 +175,7 @@ def test_same_key_gives_identical_predictions_across_runs_and_workers(tmp_path, 
     assert by_key(one) == by_key(two) == predictions(reference)
 
 
+@pytest.mark.slow
 def test_ray_executor_end_to_end(tmp_path):
     pytest.importorskip("ray")
     tiny = SLOW.replace("sweep: {weights.2: {linspace: [0.01, 0.6, 20]}, relative.1: {linspace: [0.0, 0.5, 15]}}", "sweep: {weights.2: [0.2, 0.4]}")

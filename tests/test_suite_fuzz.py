@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import copy
 
 import yaml
@@ -72,6 +74,7 @@ def _parses_or_rejects(text: str) -> None:
         assert exc.issues and all(str(i).startswith("fuzz.yaml") for i in exc.issues)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_suites())
 def test_mutated_suites_validate_or_fail_cleanly(doc):

@@ -470,6 +470,7 @@ def formula(params, names, labels) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables())
 def test_random_tables_build_by_the_formula_or_raise_task_param_error(drawn):
@@ -529,6 +530,7 @@ def mutated_tables(draw):
     return params
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated_tables())
 def test_mutated_tables_validate_or_fail_with_located_errors(params):

@@ -237,6 +237,7 @@ def _stored(out: Path) -> list[CellRecord]:
         store.close()
 
 
+@pytest.mark.slow
 def test_compbench_run_with_threads_1_records_it_and_runs_its_cells_on_it(tmp_path, probe_env):
     suite = tmp_path / "probe.yaml"
     suite.write_text(SUITE)
@@ -258,6 +259,7 @@ def test_compbench_run_with_threads_1_records_it_and_runs_its_cells_on_it(tmp_pa
     assert {(r.threads, r.info["torch_threads"]) for r in _stored(out)} == {(2, 2)}
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_takes_compbench_threads(tmp_path, probe_env):
     suite = tmp_path / "probe.yaml"
     suite.write_text(SUITE)

@@ -134,6 +134,7 @@ def test_big_sweep_with_nan_member_and_fewer_members_fails():
                      ("g[*]/te", "count_perfect"): ("REGRESSED", "13.0000 ± 0.0000 (n=1)")}
 
 
+@pytest.mark.slow
 def test_check_cli_fails_nan_and_dropped_seeds(adapters_dir, tmp_path):
     suite, base, res = tmp_path / "s.yaml", tmp_path / "base.json", ["--results", str(tmp_path / "res"), "--quiet"]
     suite.write_text(suite_text("trust", CLEAN))
@@ -188,6 +189,7 @@ def test_check_refuses_empty_and_foreign_baselines_before_training(adapters_dir,
     assert not (tmp_path / "res").exists() and "cells run" not in done.stdout  # nothing trained, no store opened
 
 
+@pytest.mark.slow
 def test_new_cell_fails_unless_allowed(adapters_dir, tmp_path):
     suite, base, res = tmp_path / "s.yaml", tmp_path / "base.json", ["--results", str(tmp_path / "res"), "--quiet"]
     suite.write_text(suite_text("trust", "  - {id: nan, adapter: trust-oracle}\n"))
@@ -202,6 +204,7 @@ def test_new_cell_fails_unless_allowed(adapters_dir, tmp_path):
     assert done.stdout.strip().splitlines()[-1].endswith("1 new (allowed), 0 with errors, 0 non-finite, 0 with fewer seeds, 0 not applicable: passed")
 
 
+@pytest.mark.slow
 def test_baseline_record_refuses_no_seeds_failed_cells_and_no_ok_cells(adapters_dir, tmp_path):
     suite, base, res = tmp_path / "s.yaml", tmp_path / "base.json", ["--results", str(tmp_path / "res"), "--quiet"]
     suite.write_text(suite_text("trust", CLEAN))
@@ -232,6 +235,7 @@ models:
 EXTRA = "  - id: overlap2\n    adapter: kernel\n    params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}\n"
 
 
+@pytest.mark.slow
 def test_pytest_plugin_refuses_foreign_baseline_and_fails_new_cells(adapters_dir, pytester):
     # Recorded in a subprocess: pytester restores sys.modules after the test, and native modules first
     # imported inside it (torch, sklearn) crash when the next test imports them again.

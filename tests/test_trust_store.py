@@ -100,6 +100,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 # -- #14.1: --force never deletes the store; a store deleted under a run stops it -----------------------
 
 
+@pytest.mark.slow
 def test_concurrent_force_run_recomputes_in_the_same_file_and_loses_nothing(tmp_path):
     suite, out = write(tmp_path, "slow.yaml", SLOW), tmp_path / "out"
     first = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu")
@@ -118,6 +119,7 @@ def test_concurrent_force_run_recomputes_in_the_same_file_and_loses_nothing(tmp_
     assert query(out, "SELECT * FROM claims") == []
 
 
+@pytest.mark.slow
 def test_store_deleted_mid_run_stops_the_run_loudly(tmp_path):
     suite, out = write(tmp_path, "slow.yaml", SLOW), tmp_path / "out"
     proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu")
@@ -256,6 +258,7 @@ def group_members(pgid: int) -> list[int]:
     return pids
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("executor", ["local", "process"])
 def test_sigterm_stops_like_ctrl_c(tmp_path, executor):
     suite, out = write(tmp_path, "slow.yaml", SLOW), tmp_path / "out"
@@ -335,6 +338,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_unusable_store_is_refused_with_a_message_and_left_untouched(tmp_path, good, case):
     make, why = CASES[case]

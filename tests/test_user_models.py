@@ -91,6 +91,7 @@ def from_file(work) -> Path:
     return work / "file"
 
 
+@pytest.mark.slow
 def test_a_file_model_trains_and_gets_its_empirical_ntk_theory(from_file):
     recs = stored(from_file)
     assert sorted(recs) == [("GatedMLP", 0), ("GatedMLP", 1)]
@@ -104,6 +105,7 @@ def test_a_file_model_trains_and_gets_its_empirical_ntk_theory(from_file):
     assert not np.array_equal(recs[("GatedMLP", 0)].predictions, recs[("GatedMLP", 1)].predictions)
 
 
+@pytest.mark.slow
 def test_the_file_model_equals_the_same_model_from_an_installed_plugin(work, from_file, tmp_path):
     src = tmp_path / "src"
     (src / "gated_plugin").mkdir(parents=True)
@@ -150,6 +152,7 @@ def test_evaluate_returns_the_cli_numbers_in_memory(work, from_file, monkeypatch
     np.testing.assert_array_equal(named.records[1].predictions, res.records[1].predictions)
 
 
+@pytest.mark.slow
 def test_the_store_reuses_a_file_model_until_the_file_changes(work, tmp_path):
     (tmp_path / "gated_mlp.py").write_text(GATED, encoding="utf-8")
     args = ["run", "--suite", "kernel-limits", "--model", "gated_mlp.py:GatedMLP", *QUICK, "--results", str(tmp_path / "r"), "-q"]
@@ -210,6 +213,7 @@ def test_a_vector_network_on_images_fails_visibly(work, monkeypatch):
     ("values.py:one_arg", "must take (in_shape, n_out)"),
     ("no_such_package.models:Net", "no module named 'no_such_package'"),
 ])
+@pytest.mark.slow
 def test_a_bad_reference_is_one_clear_line(work, ref, message):
     (work / "broken.py").write_text("import torch\n\ndef f(:\n", encoding="utf-8")
     (work / "raises.py").write_text("x = 1\nraise RuntimeError('no GPU here')\n", encoding="utf-8")

@@ -74,6 +74,7 @@ def test_the_wheel_carries_every_bundled_suite_and_baseline_and_every_module(whe
     assert not modules - names, f"the wheel lacks modules: {sorted(modules - names)}"
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_lists_and_validates_its_bundled_suites_and_says_where_it_looked_without_them(venv, tmp_path):
     # Outside the repository, so neither ./suites nor the checkout can answer.
     run = dict(cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
