@@ -2,47 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import blocks as doc_blocks
+from doc_blocks import run_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "evaluate-your-architecture.md"
-BLOCK = re.compile(r"<!-- (file: (?P<name>\S+)|command|python) -->\n```\w+\n(?P<body>.*?)```", re.S)
 
 
 def blocks() -> list[tuple[str, str]]:
     """(kind or file name, body) of every marked block, in order."""
-    return [(m.group("name") or m.group(1), m.group("body")) for m in BLOCK.finditer(DOC.read_text(encoding="utf-8"))]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    return doc_blocks(DOC)
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory) -> list[tuple[str, subprocess.CompletedProcess]]:
-    """Every block run in one fresh directory, in the page's order; commands write their results to `res/`."""
-    work = tmp_path_factory.mktemp("tutorial")
-    out = []
-    for kind, body in blocks():
-        if kind == "command":
-            argv = shlex.split(body.strip())
-            assert argv[0] == "compbench"
-            done = subprocess.run([sys.executable, "-m", "compbench", *argv[1:], "--results", str(work / "res")],
-                                  cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
-        elif kind == "python":
-            done = subprocess.run([sys.executable, "-c", body], cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
-        else:
-            (work / kind).write_text(body, encoding="utf-8")
-            continue
-        out.append((kind, done))
-    return out
+def ran(tmp_path_factory) -> list[tuple[str, object]]:
+    """Every block run in one fresh directory, in the page's order; commands write their results under `res/`."""
+    return run_blocks(DOC, tmp_path_factory.mktemp("tutorial"))
 
 
 def test_the_page_has_its_blocks():
