@@ -62,7 +62,11 @@ class UserModel:
 
 def is_reference(text: str) -> bool:
     """Whether `text` names a model by file or module (`x.py:Name`, `pkg.mod:Name`), not a registered adapter."""
-    if text in ADAPTERS.names() or any(text.startswith(p) for p in ADAPTERS.prefixes):
+    if any(text.startswith(p) for p in ADAPTERS.prefixes):
+        return False
+    # A name registered by an earlier load of the same reference (a suite's model, an earlier --model in
+    # this process) is still a reference: it is loaded again, so an edited file is read again.
+    if text in ADAPTERS.names() and not getattr(ADAPTERS.get(text), "__compbench_reference__", False):
         return False
     m = _REFERENCE.match(text)
     if m is None:
@@ -169,8 +173,10 @@ def load_reference(text: str, model_id: str | None = None, *, base: Path | None 
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise ModelReferenceError(f"{shown_ref}: {where} defines no {part!r}{hint}")
         obj = getattr(obj, part)
-    return adapter_for(obj, model_id or attr.split(".")[-1], adapter_name=shown,
+    user = adapter_for(obj, model_id or attr.split(".")[-1], adapter_name=shown,
                        code=_source_digest(source) if source else None, source=where if source else None)
+    user.cls.__compbench_reference__ = True  # type: ignore[attr-defined]  # read by is_reference
+    return user
 
 
 def adapter_for(obj: Any, model_id: str | None = None, *, adapter_name: str | None = None,
