@@ -4,7 +4,9 @@
 `torch.nn.Module` (`build(in_shape, n_out)`, e.g. the module's class), wrapped by
 `compbench.adapters.module.ModuleAdapter` so it trains and gets its empirical-NTK theory for free.
 Either way it is registered under a name of its own for this process, no package or entry point
-needed.
+needed. The same reference is taken wherever a model is named: `--model` of run, check and
+baseline record, the pytest plugin's `--compbench-model`, `compbench.evaluate`, and a suite
+model's `adapter:` (a relative path there is taken from the suite's folder).
 
 Cache identity. A record stores the hash of the code that produced it; for a user's model that
 hash covers its source: the whole file (`file.py:Name`), the whole package (`package.module:Name`),
