@@ -95,18 +95,13 @@ def _adapter_registry():  # the adapter registry, imported when `list` needs it
     return ADAPTERS
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
-    from compbench.outcome import outcome_of_run, verdict_counts
-    from compbench.report import terminal
-    from compbench.report.publish import check_owner, parse_formats, publish
-    from compbench.runner.device import DeviceUnavailableError
-    from compbench.report.terminal import one_line
-    from compbench.runner.run import run_suite
-    from compbench.suite import add_adapter_models, matches, parse_model_args, seeds_override
+def _add_models(args: argparse.Namespace, loaded) -> tuple[list[str], dict[str, str]] | int:
+    """Add the models `--model` names that are no model of the suite (an adapter, `file.py:Name`,
+    `package.module:Name`), as `run`, `check` and `baseline record` take them: (ids added,
+    {--model value: model id}), or EXIT_USAGE after saying what is wrong."""
+    from compbench.adapters import get_adapter
+    from compbench.suite import add_adapter_models, parse_model_args
 
-    formats = parse_formats(args.format)
-    loaded = _load(args, args.profile)
     added: list[str] = []
     added_ids: dict[str, str] = {}
     if args.model_args and not args.model:
@@ -132,10 +127,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             what = f"adapter {given!r}" if given == model_id else f"model {model_id!r} from {given}"
             print(f"adding {what} with {shown} on every task of {loaded.name} whose inputs it takes"
                   + (f" (not {', '.join(dropped)}: its adapter does not take them)" if dropped else ""))
-        if any(given != model_id for given, model_id in added_ids.items()) and args.executor == "ray":
-            _err("a model from a file or module (--model file.py:Name) runs on the local or process executor; "
-                 "Ray workers cannot import it: package it with an entry point (docs/how-to/extending.md) to use Ray")
-            return EXIT_USAGE
         if args.model_tags and not added:
             _err("--model-tags applies only to a model added with --model (no model of the suite)")
             return EXIT_USAGE
@@ -143,6 +134,32 @@ def cmd_run(args: argparse.Namespace) -> int:
             _err("--model-args applies only to an adapter added with --model (no model of the suite); "
                  "to change a suite model's parameters, edit a copy of the suite")
             return EXIT_USAGE
+    if getattr(args, "executor", "local") == "ray":
+        # A model from a file, added or declared by the suite (`adapter: file.py:Name`), carries its source digest.
+        from_file = [m.id for m in loaded.models if getattr(get_adapter(m.adapter), "__compbench_code__", None)]
+        if from_file:
+            _err(f"model {from_file[0]!r} comes from a file or module (file.py:Name), which runs on the local or process "
+                 "executor; Ray workers cannot import it: package it with an entry point (docs/how-to/extending.md) to use Ray")
+            return EXIT_USAGE
+    return added, added_ids
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
+    from compbench.outcome import outcome_of_run, verdict_counts
+    from compbench.report import terminal
+    from compbench.report.publish import check_owner, parse_formats, publish
+    from compbench.runner.device import DeviceUnavailableError
+    from compbench.report.terminal import one_line
+    from compbench.runner.run import run_suite
+    from compbench.suite import matches, seeds_override
+
+    formats = parse_formats(args.format)
+    loaded = _load(args, args.profile)
+    models = _add_models(args, loaded)
+    if isinstance(models, int):
+        return models
+    added, added_ids = models
     if args.seeds is not None:
         seeds_override(loaded, args.seeds)
     if args.fail_fast and args.executor != "local":
@@ -264,12 +281,23 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
         _err(f"baseline {args.baseline} is for suite {baseline_suite!r}, but --suite {args.suite} is suite "
              f"{loaded.name!r}; nothing was run (record a baseline for {loaded.name!r} with `compbench baseline record`)")
         return EXIT_USAGE
+    models = _add_models(args, loaded)
+    if isinstance(models, int):
+        return models
+    added_ids = models[1]
     if args.seeds is not None:
         seeds_override(loaded, args.seeds, args.seed_start or 0)
+    # As in `run`: --model selects models (a reference selects the model it added, by its id).
+    model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
-    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads)
+    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
+                        model_patterns=model_patterns)
+    if args.model and not summary.jobs:
+        _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
+             f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
+        return EXIT_USAGE
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
-    return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile)
+    return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
 
 
 def _unrecordable(base) -> int | None:  # base: Baseline
@@ -472,6 +500,16 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-models", type=positive_int, metavar="N", help="allow up to N models after sweep expansion")
 
 
+def _model_options(p: argparse.ArgumentParser) -> None:
+    """`--model`, `--model-args`, `--model-tags` of the commands that train (`_add_models`)."""
+    p.add_argument("--model", action="append", metavar="GLOB|ADAPTER|FILE.py:Name",
+                   help="only models whose id or sweep id matches (glob; repeatable); an adapter name that is no model "
+                        "of the suite adds that adapter with its default parameters; FILE.py:Name or package.module:Name "
+                        "adds that model (an Adapter subclass or an nn.Module factory build(in_shape, n_out))")
+    p.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
+    p.add_argument("--model-tags", metavar="TAG,...", help="tags of a model added with --model, beside its adapter's (e.g. lazy: the suite's @lazy claims judge it)")
+
+
 def _threads_option(p: argparse.ArgumentParser) -> None:
     """`--threads N` of the commands that train (compbench.runner.threads)."""
     from compbench.runner.threads import MAX_THREADS
@@ -525,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="train, theory-predict and score every cell of a suite")
     run.add_argument("--suite", required=True, help="suite name (suites/NAME.yaml) or path to a YAML file")
-    run.add_argument("--model", action="append", help="only models whose id or sweep id matches (glob; repeatable); an adapter name that is no model of the suite adds that adapter with its default parameters")
+    _model_options(run)
     run.add_argument("--seeds", type=positive_int, help="override the number of seeds (seeds 0..N-1)")
     run.add_argument("--profile", help="apply a named profile of the suite (e.g. 'full' for GPU runs)")
     run.add_argument("--task", action="append", metavar="GLOB",
@@ -546,8 +584,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
     _verbosity(run, "no progress display and no leaderboard table (the summary line, failing expectations and errors only)",
                "a progress line for every finished job, and every failed seed's error")
-    run.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
-    run.add_argument("--model-tags", metavar="TAG,...", help="tags of a model added with --model, beside its adapter's (e.g. lazy: the suite's @lazy claims judge it)")
     run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; any registered writer)")
     _limit_options(run)
     _threads_option(run)
@@ -566,6 +602,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--seed-start", type=seed_int, help="first seed (with --seeds; default 0)")
         p.add_argument("--profile", help="a named profile of the suite")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+        _model_options(p)
         _threads_option(p)
         _verbosity(p, "no progress display", "every comparison (check) or every recorded cell (baseline record)")
 

@@ -40,6 +40,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--compbench-results", default=None, help="results directory holding the cache (default results/<suite>)")
     group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
     group.addoption("--compbench-profile", default=None, help="apply a named profile of the suite (as `compbench run --profile`)")
+    group.addoption("--compbench-model", action="append", default=[], metavar="FILE.py:Name",
+                    help="add a model to every collected suite, as `compbench run --model` adds it: FILE.py:Name or "
+                         "package.module:Name (an Adapter subclass or an nn.Module factory), or an adapter's name (repeatable)")
     group.addoption("--compbench-threads", default=None, type=_threads, metavar="N",
                     help="torch threads in each process that trains cells (as `compbench run --threads`; default 1, "
                          "0: torch's own default)")
@@ -127,6 +130,7 @@ class SuiteFile(pytest.File):
             self.loaded = load_suite(self.path, profile=self.config.getoption("compbench_profile"))
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
+        self._add_models(self.config.getoption("compbench_model"))
         baseline_path = self.config.getoption("compbench_baseline")
         if baseline_path:
             from compbench.check import Baseline, BaselineError
@@ -155,6 +159,21 @@ class SuiteFile(pytest.File):
                 yield ExpectationItem.from_parent(self, name=f"expectation::{exp.id or f'ordered-{i + 1}'}", index=i)
         # Last: the suite's outcome, the same judgment `compbench run` and `compbench check` exit with.
         yield OutcomeItem.from_parent(self, name="outcome")
+
+    def _add_models(self, given: list[str]) -> None:
+        """The models of --compbench-model, added to the suite by `compbench run --model`'s own code."""
+        from compbench.suite import SuiteError, add_adapter_models, matches
+
+        if not given:
+            return
+        try:
+            added = add_adapter_models(self.loaded, given)
+        except SuiteError as exc:
+            raise self.CollectError(str(exc)) from None
+        unknown = [g for g in given if g not in added and not any(matches(m.id, [g], m.group) for m in self.loaded.models)]
+        if unknown:
+            raise self.CollectError(f"--compbench-model {unknown[0]}: no model of suite {self.loaded.name!r} and no adapter "
+                                    "(give FILE.py:Name, package.module:Name or an adapter's name: see `compbench list`)")
 
     def run_cells(self, pairs: set[tuple[str, str]]) -> list[dict[str, Any]]:
         """Records of the given (model id, task id) cells, trained or read from the cache."""

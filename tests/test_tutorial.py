@@ -2,52 +2,36 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from doc_blocks import blocks as doc_blocks
+from doc_blocks import run_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "tutorials" / "evaluate-your-architecture.md"
-BLOCK = re.compile(r"<!-- (file: (?P<name>\S+)|command|python) -->\n```\w+\n(?P<body>.*?)```", re.S)
 
 
 def blocks() -> list[tuple[str, str]]:
     """(kind or file name, body) of every marked block, in order."""
-    return [(m.group("name") or m.group(1), m.group("body")) for m in BLOCK.finditer(DOC.read_text(encoding="utf-8"))]
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    return doc_blocks(DOC)
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory) -> list[tuple[str, subprocess.CompletedProcess]]:
-    """Every block run in one fresh directory, in the page's order; commands write their results to `res/`."""
-    work = tmp_path_factory.mktemp("tutorial")
-    out = []
-    for kind, body in blocks():
-        if kind == "command":
-            argv = shlex.split(body.strip())
-            assert argv[0] == "compbench"
-            done = subprocess.run([sys.executable, "-m", "compbench", *argv[1:], "--results", str(work / "res")],
-                                  cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
-        elif kind == "python":
-            done = subprocess.run([sys.executable, "-c", body], cwd=work, env=_env(), capture_output=True, text=True, timeout=600)
-        else:
-            (work / kind).write_text(body, encoding="utf-8")
-            continue
-        out.append((kind, done))
-    return out
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("tutorial")
+
+
+@pytest.fixture(scope="module")
+def ran(work) -> list[tuple[str, object]]:
+    """Every block run in one fresh directory, in the page's order; commands write their results under `res/`."""
+    return run_blocks(DOC, work)
 
 
 def test_the_page_has_its_blocks():
     kinds = [k for k, _ in blocks()]
-    assert kinds == ["gated_mlp.py", "command", "command", "python"]
+    assert kinds == ["gated_mlp.py", "command", "command", "python", "gated_adapter.py", "my-suite.yaml", "command", "command", "command"]
 
 
 def test_every_block_runs(ran):
@@ -75,3 +59,20 @@ def test_the_python_block_prints_the_results_it_describes(ran):
     out = ran[2][1].stdout
     assert "<compbench.Results kernel-limits: 4 cells (4 ok); expectations 1/1 pass>" in out
     assert "GatedMLP" in out and "add-extrap" in out and "te" in out
+
+
+
+def test_a_suite_names_the_file_model_and_its_module_adapter_and_ci_checks_them(ran, work):
+    """The section "In a suite, a package and CI": both routes validate, record a baseline and pass its check."""
+    import json
+
+    (_, validated), (_, recorded), (_, checked) = ran[3:]
+    assert "OK: suite 'my-suite', 1 tasks, 2 models (after sweeps), 4 cells" in validated.stdout
+    assert "my-suite: 4 cells run" in recorded.stdout and "wrote baseline my-baseline.json: 2 cells" in recorded.stdout
+    assert "my-suite: 0 cells run, 4 reused from the cache" in checked.stdout
+    assert "check my-suite against my-baseline.json: 2 cells, " in checked.stdout and checked.stdout.count(": passed") == 1
+    cells = json.loads((work / "my-baseline.json").read_text())["cells"]
+    assert sorted(cells) == ["gated-adapter/add", "gated/add"]
+    # The ModuleAdapter with the module as its factory is the file model: the same numbers, seed for seed.
+    assert cells["gated/add"]["metrics"] == cells["gated-adapter/add"]["metrics"]
+    assert cells["gated/add"]["metrics"]["heldout_r2"]["mean"] > 0.5

@@ -227,6 +227,10 @@ def _largest_eigenvalue(net: torch.nn.Module, x: torch.Tensor, chunk: int) -> fl
     return float(eigsh(op, k=1, which="LA", tol=1e-3, return_eigenvectors=False)[0])
 
 
+_INPUT_KINDS = {2: "vector", 4: "image"}  # a batch's number of axes → the input kind it is
+_INPUT_SHAPES = {"vector": "(samples, features)", "image": "(samples, channels, H, W)"}
+
+
 class NetworkAdapter(Adapter):
     """Base: minibatch training per seed, empirical NTK at init + f_0 for the theory."""
 
@@ -236,7 +240,8 @@ class NetworkAdapter(Adapter):
     tags = ("networks",)
 
     def build(self, in_shape: tuple[int, int, int], n_out: int = 1) -> torch.nn.Module:
-        """The network for inputs (channels, H, W); its output is `n_out` values per sample ((n, n_out))."""
+        """The network for one sample of shape `in_shape` ((channels, H, W), or (d,) with `inputs = ("vector",)`);
+        its output is `n_out` values per sample ((n, n_out))."""
         raise NotImplementedError
 
     def _build(self, in_shape: tuple[int, int, int], n_out: int) -> torch.nn.Module:
@@ -287,11 +292,14 @@ class NetworkAdapter(Adapter):
         """Training inputs, evaluation inputs (float32), training targets (`_targets`; on the device) and the input shape."""
         import torch
 
-        if train.x.ndim != 4:
-            raise ValueError(
-                f"adapter {self.name!r} needs image inputs (samples, channels, H, W), got shape {train.x.shape}; "
-                "use an image encoding such as `encoding: {name: digits}`"
-            )
+        # The inputs the adapter declares are the ones it gets (validate refuses other tasks): a subclass
+        # for vectors (`inputs = ("vector",)`) builds on (d,), one for images on (channels, H, W).
+        kind = _INPUT_KINDS.get(train.x.ndim)
+        if kind not in self.inputs:
+            wanted = " or ".join(f"{k} inputs {_INPUT_SHAPES[k]}" for k in self.inputs if k in _INPUT_SHAPES)
+            hint = "use an image encoding such as `encoding: {name: digits}`" if "image" in self.inputs else \
+                "use a vector encoding such as `encoding: onehot`"
+            raise ValueError(f"adapter {self.name!r} needs {wanted}, got shape {train.x.shape}; {hint}")
         x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
         x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
         targets = self._targets(train)

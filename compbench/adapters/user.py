@@ -4,7 +4,9 @@
 `torch.nn.Module` (`build(in_shape, n_out)`, e.g. the module's class), wrapped by
 `compbench.adapters.module.ModuleAdapter` so it trains and gets its empirical-NTK theory for free.
 Either way it is registered under a name of its own for this process, no package or entry point
-needed.
+needed. The same reference is taken wherever a model is named: `--model` of run, check and
+baseline record, the pytest plugin's `--compbench-model`, `compbench.evaluate`, and a suite
+model's `adapter:` (a relative path there is taken from the suite's folder).
 
 Cache identity. A record stores the hash of the code that produced it; for a user's model that
 hash covers its source: the whole file (`file.py:Name`), the whole package (`package.module:Name`),
@@ -62,7 +64,11 @@ class UserModel:
 
 def is_reference(text: str) -> bool:
     """Whether `text` names a model by file or module (`x.py:Name`, `pkg.mod:Name`), not a registered adapter."""
-    if text in ADAPTERS.names() or any(text.startswith(p) for p in ADAPTERS.prefixes):
+    if any(text.startswith(p) for p in ADAPTERS.prefixes):
+        return False
+    # A name registered by an earlier load of the same reference (a suite's model, an earlier --model in
+    # this process) is still a reference: it is loaded again, so an edited file is read again.
+    if text in ADAPTERS.names() and not getattr(ADAPTERS.get(text), "__compbench_reference__", False):
         return False
     m = _REFERENCE.match(text)
     if m is None:
@@ -79,11 +85,11 @@ def _module_name(path: Path) -> str:
 def _load_file(path: Path, shown: str) -> Any:
     """Execute the file as a fresh module (registered in sys.modules, so pool workers can unpickle its classes)."""
     if not path.is_file():
-        raise ModelReferenceError(f"--model {shown}: no such file {str(path)!r}")
+        raise ModelReferenceError(f"{shown}: no such file {str(path)!r}")
     name = _module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise ModelReferenceError(f"--model {shown}: {str(path)!r} is not a Python file")
+        raise ModelReferenceError(f"{shown}: {str(path)!r} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     folder = str(path.parent)
     if folder not in sys.path:
@@ -135,23 +141,28 @@ def _source_digest(paths: list[Path]) -> str:
     return _source_hash.__wrapped__(tuple(str(p) for p in paths))
 
 
-def load_reference(text: str, model_id: str | None = None) -> UserModel:
-    """Import `file.py:Name` or `package.module:Name` and register Name as an adapter (see module doc)."""
+def load_reference(text: str, model_id: str | None = None, *, base: Path | None = None, option: str = "--model") -> UserModel:
+    """Import `file.py:Name` or `package.module:Name` and register Name as an adapter (see module doc).
+
+    A relative file path is taken from `base` (a suite's folder) or else the working directory;
+    `option` names where the reference was given, in error messages (`--model`, a suite's `adapter`).
+    """
     m = _REFERENCE.match(text)
+    shown_ref = f"{option} {text}"
     if m is None:
-        raise ModelReferenceError(f"--model {text}: expected path/to/file.py:Name or package.module:Name")
+        raise ModelReferenceError(f"{shown_ref}: expected path/to/file.py:Name or package.module:Name")
     target, attr = m.group("target"), m.group("attr")
     if target.endswith(".py") or "/" in target or "\\" in target:
-        path = Path(target).expanduser().resolve()
-        module = _load_file(path, text)
+        path = ((base or Path.cwd()) / Path(target).expanduser()).resolve()
+        module = _load_file(path, shown_ref)
         where, shown, source = str(path), f"{_shown_path(path)}:{attr}", [path]
     else:
         try:
             module = importlib.import_module(target)
         except ModuleNotFoundError as exc:
-            raise ModelReferenceError(f"--model {text}: no module named {exc.name!r} (a file needs its .py suffix)") from None
+            raise ModelReferenceError(f"{shown_ref}: no module named {exc.name!r} (a file needs its .py suffix)") from None
         except Exception as exc:  # noqa: BLE001 — the user's module failed to import: say how
-            raise ModelReferenceError(f"--model {text}: importing {target} failed: {type(exc).__name__}: {exc}") from None
+            raise ModelReferenceError(f"{shown_ref}: importing {target} failed: {type(exc).__name__}: {exc}") from None
         where, shown = target, text
         top = sys.modules.get(target.split(".")[0])
         paths = [Path(p) for p in getattr(top, "__path__", [])] or ([Path(module.__file__)] if getattr(module, "__file__", None) else [])
@@ -162,10 +173,12 @@ def load_reference(text: str, model_id: str | None = None) -> UserModel:
             names = [n for n in vars(obj) if not n.startswith("_")]
             close = difflib.get_close_matches(part, names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ModelReferenceError(f"--model {text}: {where} defines no {part!r}{hint}")
+            raise ModelReferenceError(f"{shown_ref}: {where} defines no {part!r}{hint}")
         obj = getattr(obj, part)
-    return adapter_for(obj, model_id or attr.split(".")[-1], adapter_name=shown,
+    user = adapter_for(obj, model_id or attr.split(".")[-1], adapter_name=shown,
                        code=_source_digest(source) if source else None, source=where if source else None)
+    user.cls.__compbench_reference__ = True  # type: ignore[attr-defined]  # read by is_reference
+    return user
 
 
 def adapter_for(obj: Any, model_id: str | None = None, *, adapter_name: str | None = None,

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -25,6 +25,7 @@ from compbench.runner.interrupt import kill_and_reap
 from compbench.runner.memory import keep_freed_memory
 from compbench.runner.threads import ThreadPlan, apply_in_worker
 from compbench.runner.threads import usable_cores as _usable_cores
+from compbench.stage_progress import listening
 
 
 class ExecutorUnavailableError(RuntimeError):
@@ -98,6 +99,13 @@ def _run_in_worker(task_id: str, model: ModelSpec, seeds: tuple[int, ...], keys:
     return run_job(Job(_WORKER_TASKS[task_id], model, seeds, keys, code), device)
 
 
+def _send_stage(conn: Connection, i: int, stage: str, done: int, total: int) -> None:
+    try:
+        conn.send(("stage", i, (stage, done, total)))
+    except (BrokenPipeError, OSError):  # the parent is gone: the job's result will not be read either
+        pass
+
+
 def _tasks_of(jobs: list[Job]) -> dict[str, PreparedTask]:
     return {job.task.entry.id: job.task for job in jobs}
 
@@ -145,7 +153,9 @@ def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str, 
         except (EOFError, OSError):  # the parent is gone
             return
         i, args = pending.popleft()
-        records = _run_in_worker(*args, device)
+        # A long stage's progress goes to the parent as it happens (a few small messages a second at most).
+        with listening(lambda stage, done, total, i=i: _send_stage(conn, i, stage, done, total)):
+            records = _run_in_worker(*args, device)
         try:
             conn.send(("done", i, records))
         except (BrokenPipeError, OSError):
@@ -209,6 +219,7 @@ class _Worker:
 
 def run_process_pool(
     jobs: list[Job], device: str, workers: int, cell_timeout: float | None = None, threads: ThreadPlan | None = None,
+    on_stage: Callable[[Job, str, int, int], None] | None = None,
 ) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs on `workers` local processes, each sent a few jobs ahead and reporting each job as it ends.
 
@@ -216,7 +227,8 @@ def run_process_pool(
     running is always known: if the worker dies, that job is recorded as an error, the jobs queued
     behind it go to a fresh worker, and nothing else is lost. A job past `cell_timeout` seconds
     (timed from when the worker started it, as the parent sees it: when it was handed to an idle
-    worker or when the job before it reported) has its worker killed the same way.
+    worker or when the job before it reported) has its worker killed the same way. `on_stage` hears
+    the workers' stage reports (compbench.stage_progress) as they arrive.
     """
     ctx = multiprocessing.get_context()
     tasks = _tasks_of(jobs)
@@ -259,6 +271,10 @@ def run_process_pool(
                         break
                     if kind == "ready":
                         w.ready = True
+                        continue
+                    if kind == "stage":  # how far the worker's running job is (compbench.stage_progress)
+                        if on_stage is not None:
+                            on_stage(jobs[i], *payload)
                         continue
                     if not w.jobs or w.jobs[0] != i:
                         raise RuntimeError(f"compbench worker reported job {i} while running {list(w.jobs)[:1]}")

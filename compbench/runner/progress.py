@@ -65,6 +65,7 @@ class Progress:
         self.cost_left = sum(self.costs.values())
         self.cost_done = 0.0  # the cost of the jobs run here (not cached)
         self.current = ""  # the job running now ("model on task"), or the last finished when starts are not seen
+        self.detail = ""  # how far the running job's long stage is ("eNTK 1024×1024: block 12/40"), or ""
         self._live = enabled and sys.stderr.isatty()
         self._bar = None
         self._task = None
@@ -104,22 +105,35 @@ class Progress:
 
     def status(self) -> str:
         """'jobs 3/10 (counts), ETA 0:12, running MODEL on TASK': what the bar and the plain lines show."""
-        now = f", running {self.current}" if self.current and self._since is not None else (
+        now = f", running {self.current}" if self.current and (self._since is not None or self.detail) else (
             f", last {self.current}" if self.current else "")
+        if self.detail:
+            now += f" ({self.detail})"
         return f"jobs {self.jobs}/{self.total} ({self.counts()}), {_duration(self.eta())}{now}"
 
     def start(self, job: Any) -> None:
         """A job begins training in this process: name it."""
         self.current = _job_name(job)
+        self.detail = ""
         self._since = time.perf_counter()
         if self._bar is not None:
             self._bar.update(self._task, status=self.status())
         elif self.enabled and self.verbose:
             self._line()
 
+    def stage(self, job: Any, stage: str, done: int, total: int) -> None:
+        """How far a running job's long stage is (compbench.stage_progress): shown beside the job's name."""
+        self.current = _job_name(job)  # a pool's job too: its start was out of sight, its stage reports are not
+        self.detail = f"{stage}: block {done}/{total}"
+        if self._bar is not None:
+            self._bar.update(self._task, status=self.status())
+        elif self.enabled and time.perf_counter() - self._last_line > 5:
+            self._line()  # a CI log gets a line at least every 5 s while a stage moves, not silence
+
     def advance(self, job: Any, statuses: list[str], cached: bool) -> None:
         """Account for one finished job's records."""
         self.jobs += 1
+        self.detail = ""
         cost = self.costs.get(id(job), 0.0)
         self.cost_left = max(0.0, self.cost_left - cost)
         if not cached:

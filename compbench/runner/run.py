@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from contextlib import closing
+from contextlib import AbstractContextManager, closing, nullcontext
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +19,7 @@ from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
 from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.scoring import score as scoring
+from compbench.stage_progress import listening
 from compbench.store import ResultStore, StoreError
 from compbench.suite import LoadedSuite, matches
 
@@ -77,6 +78,9 @@ class SuiteRunner:
         # Told of each job just before it trains here (the progress display names it); jobs run by
         # a process pool or Ray start out of this process's sight, so it is not called for them.
         self.on_start: Callable[[Job], None] | None = None
+        # Told how far a long stage of a running job is (compbench.stage_progress: eNTK blocks done / total),
+        # from this process and from a process pool's workers; Ray's jobs do not report.
+        self.on_stage: Callable[[Job, str, int, int], None] | None = None
 
     @property
     def cache(self) -> dict[str, CellRecord]:
@@ -193,13 +197,21 @@ class SuiteRunner:
                 if self.on_start is not None:
                     self.on_start(jobs[n])
                 start = time.perf_counter()
-                records = run_job(jobs[n], self.device)
+                with self._stages(jobs[n]):
+                    records = run_job(jobs[n], self.device)
                 took = time.perf_counter() - start
                 self.per_job = took if self.per_job is None else 0.8 * self.per_job + 0.2 * took
                 self.store_records(records)
                 yield n, records, False
         finally:
             self.store.release_many(sorted(claimed))
+
+    def _stages(self, job: Job) -> AbstractContextManager[None]:
+        """Within it, the job's stage reports go to `on_stage` (nothing listens without one)."""
+        if self.on_stage is None:
+            return nullcontext()
+        on_stage = self.on_stage
+        return listening(lambda stage, done, total: on_stage(job, stage, done, total))
 
     def torch_for_training(self) -> None:
         """Import torch and set its threads by the run's plan, before a job trains in this process.
@@ -258,7 +270,7 @@ def _execute(
     if executor == "process":
         if jobs:
             runner.torch_for_training()  # once here, inherited by the forked workers (not imported by each)
-        source = run_process_pool(jobs, runner.device, workers, cell_timeout, runner.threads)
+        source = run_process_pool(jobs, runner.device, workers, cell_timeout, runner.threads, on_stage=runner.on_stage)
     else:
         source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout, runner.threads)
     for i, recs in source:
@@ -320,6 +332,7 @@ def run_suite(
     todo: list[int] = []
     with Progress(runner.jobs, loaded.name, enabled=progress, verbose=verbose) as bar:
         runner.on_start = bar.start
+        runner.on_stage = bar.stage
         try:
             for i, job in enumerate(runner.jobs):
                 hit = runner.cached(job) if executor != "local" else None

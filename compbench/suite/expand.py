@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -179,15 +180,24 @@ def sweep_too_large(entry: ModelEntry) -> TooLargeError | None:
 
 
 def expand_model(
-    i: int, entry: ModelEntry, suite_seeds: tuple[int, ...], lines: LineMap, issues: list[SuiteIssue]
+    i: int, entry: ModelEntry, suite_seeds: tuple[int, ...], lines: LineMap, issues: list[SuiteIssue],
+    base: Path | None = None,
 ) -> list[ModelSpec]:
-    """The concrete models of one entry (one per sweep point); problems go to `issues`."""
+    """The concrete models of one entry (one per sweep point); problems go to `issues`.
+
+    `adapter: file.py:Name` (a path from `base`, the suite's folder) or `package.module:Name` is
+    loaded as `--model` loads it; its members name the adapter it is registered under.
+    """
     from compbench.adapters import UnknownAdapterError, get_adapter
+    from compbench.adapters.user import ModelReferenceError, is_reference, load_reference
     from compbench.suite.source import validation_issues
 
+    name = entry.adapter
     try:
-        adapter = get_adapter(entry.adapter)
-    except UnknownAdapterError as exc:
+        if is_reference(name):
+            name = load_reference(name, base=base, option="adapter").adapter
+        adapter = get_adapter(name)
+    except (UnknownAdapterError, ModelReferenceError) as exc:
         issues.append(lines.issue(("models", i, "adapter"), str(exc)))
         return []
     too_large = sweep_too_large(entry)
@@ -232,6 +242,6 @@ def expand_model(
             issues.append(lines.issue(("models", i, "sweep"), f"sweep member id {member_id[:60]!r}… is {len(member_id):,} "
                                       f"characters; at most {MEMBER_ID_MAX_LENGTH} (shorten the id or the swept values)"))
             return []
-        specs.append(ModelSpec(member_id, entry.id, entry.adapter, params, raw, values, tuple(entry.tasks), seeds,
+        specs.append(ModelSpec(member_id, entry.id, name, params, raw, values, tuple(entry.tasks), seeds,
                                entry.skip_invalid, tags))
     return specs

@@ -146,7 +146,9 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
 
     index = {e.id: i for i, e in enumerate(loaded.suite.models)}
     wrong: dict[str, list[str]] = {}
+    adapters: dict[str, str] = {}  # group → the adapter its members name (a reference's registered name)
     for m in loaded.models:
+        adapters[m.group] = m.adapter
         accepts = get_adapter(m.adapter).inputs
         for t in loaded.tasks_for(m):
             produces = kinds.get(t.id, (None, None))[1]
@@ -156,7 +158,7 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
     for group, tasks in wrong.items():
         if tasks:
             entry = loaded.suite.models[index[group]]
-            accepts = get_adapter(entry.adapter).inputs
+            accepts = get_adapter(adapters[group]).inputs
             issues.append(lines.issue(("models", index[group], "adapter"),
                                       f"adapter {entry.adapter!r} takes {' or '.join(accepts)} inputs, but task(s) "
                                       f"{', '.join(repr(t) for t in tasks)} have other inputs (their encodings); limit the model's `tasks:`"))
@@ -393,7 +395,7 @@ def _check_suite(suite: Suite, lines: LineMap, path: Path | None) -> LoadedSuite
     loaded = LoadedSuite(suite, path, task_kinds={t: k for t, (k, _) in kinds.items()})
     suite_seeds = seed_list(suite.seeds)
     for i, entry in enumerate(suite.models):
-        loaded.models.extend(expand_model(i, entry, suite_seeds, lines, issues))
+        loaded.models.extend(expand_model(i, entry, suite_seeds, lines, issues, path.parent if path is not None else None))
         if not any(matches(t.id, entry.tasks) for t in suite.tasks):
             issues.append(lines.issue(("models", i, "tasks"), f"patterns {entry.tasks} match no task of the suite"))
     _check_member_ids(loaded, lines, issues)

@@ -43,6 +43,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from compbench.stage_progress import report
+
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
     import torch
 
@@ -157,6 +159,7 @@ def _generic_ntk(
             cache[j] = value
         return value
 
+    stage, total, done = _stage(xa, other, len(slices_a), len(slices_b), symmetric)
     for i, sa in enumerate(slices_a):
         ja = jac(diff, const, buffers, xa[sa])
         if symmetric and cache is not None:
@@ -172,7 +175,15 @@ def _generic_ntk(
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
+            done += 1
+            report(stage, done, total)
     return K
+
+
+def _stage(xa: torch.Tensor, xb: torch.Tensor, n_a: int, n_b: int, symmetric: bool) -> tuple[str, int, int]:
+    """(stage name, blocks in all, blocks done) of one NTK computation, for compbench.stage_progress."""
+    total = n_a * (n_a + 1) // 2 if symmetric else n_a * n_b
+    return f"eNTK {xa.shape[0]}×{xb.shape[0]}", total, 0
 
 
 def _mirror_upper(block: torch.Tensor) -> torch.Tensor:
@@ -597,6 +608,7 @@ def _structured_ntk(
             cache[j] = value
         return value
 
+    stage, total, done = _stage(xa, other, len(slices_a), len(slices_b), symmetric)
     for i, sa in enumerate(slices_a):
         fa = _factors(module, layers, xa[sa], n_out, layout)
         if symmetric and cache_b:
@@ -615,6 +627,8 @@ def _structured_ntk(
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
+            done += 1
+            report(stage, done, total)
         if not cache_b:
             del fa
     return K
