@@ -219,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         used = sorted({p for e in loaded.suite.expectations for p in e.models if p.startswith("@")})
         why = (f" (no expectation selects it; the suite's claims select by {', '.join(used)}: --model-tags "
                f"{used[0][1:]} puts it under those)" if used else " (no expectation of this suite selects models by tag)")
-        print(f"{name}: {verdict_counts(mine)} of the suite's claims about it" + ("" if mine else why))
+        print(f"{name}: the suite's claims about it: {verdict_counts(mine)}" + ("" if mine else why))
         for v in mine:
             print(one_line(f"  {v.line()}"))
     terminal.print_files(out_dir, paths)

@@ -55,10 +55,10 @@ def test_added_model_with_args_is_judged_by_tag_claims(tmp_path, capsys):
     records = pd.read_csv(out / "records.csv")
     assert set(records.model) == {"mlp"} and sorted(set(records.seed)) == [0, 1]
     # Both @networks claims judged the added MLP, and the run says how it did.
-    assert "mlp: " in printed and "of the suite's claims about it pass" in printed
+    assert "mlp: " in printed and "mlp: the suite's claims about it: " in printed
     lines = [line for line in printed.splitlines() if line.startswith("  PASS") or line.startswith("  FAIL")]
-    assert any("nets-at-chance [at_chance] on te" in line for line in lines)
-    assert any("nets-leak [slope_below_one] on add" in line for line in lines)
+    assert any("nets-at-chance [at_chance] mlp on te" in line for line in lines)
+    assert any("nets-leak [slope_below_one] mlp on add" in line for line in lines)
     expectations = pd.read_csv(out / "expectations.csv")
     assert set(expectations.subject) == {"mlp"}  # the suite's own model did not run: its verdicts are left out
     assert code in (0, 1)
