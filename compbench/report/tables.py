@@ -692,6 +692,9 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
     known = sum(1 for v in verdicts if not v.passed and v.known_failure)
     if known:
         rows.append(["known failures", f"{known} verdict(s) fail as the suite declares (XFAIL, with the reason)"])
+    if summary.get("selection"):
+        rows.append(["this run", f"{summary['selection']}: only the selected cells were run; every other cell is "
+                                 "shown as the store holds them"])
     if summary.get("n_missing"):
         rows.append(["cells missing", f"{summary['n_missing']}: not in the store (not run, or interrupted)"])
     if summary.get("n_stale"):

@@ -36,6 +36,7 @@ class ReportContext:
     summary: dict[str, Any]
     formats: tuple[str, ...] = DEFAULT_FORMATS
     extra: dict[str, Any] = field(default_factory=dict)
+    selected: frozenset[tuple[str, str]] | None = None  # a partial run's (model, task) pairs: plots of others are kept
 
     def write_file(self, relative: str, data: bytes | str) -> Path:
         """Write a report file under out_dir atomically (see compbench.files); return its path."""
@@ -63,7 +64,7 @@ class ReportContext:
         """The report's plots (drawn once; written under plots/ only when `png` is among the formats)."""
         from compbench.report.plots import write_plots
 
-        return write_plots(self.out_dir if "png" in self.formats else None, self.loaded, self.records)
+        return write_plots(self.out_dir if "png" in self.formats else None, self.loaded, self.records, self.selected)
 
     def findings(self, plots: list[str] | tuple[str, ...] = ()) -> list[Any]:
         """One finding per judged expectation (compbench.report.findings), linked to those of `plots` that show it."""
