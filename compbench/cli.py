@@ -201,6 +201,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if added:  # the added models beside the suite's own that the store holds (shown, not judged again)
         shown, records = _beside_stored(whole, published.outcome)
     terminal.print_leaderboard(shown, records, verdicts, every_error=args.verbose, table=not args.quiet)
+    terminal.print_fit_warnings(shown, records)
     for name in added:
         mine = [v for v in verdicts if v.subject == name]
         used = sorted({p for e in loaded.suite.expectations for p in e.models if p.startswith("@")})
@@ -241,6 +242,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     verdicts = outcome.verdicts
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)
+    terminal.print_fit_warnings(loaded, outcome.records)
     print(f"{outcome.headline()}; {len(paths)} report files in {out_dir}")
     _print_skipped(skipped, formats)
     _print_outcome(outcome)
@@ -329,6 +331,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     loaded, summary, outcome = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
+    from compbench.report.terminal import print_fit_warnings
+
+    print_fit_warnings(loaded, outcome.records)  # a warning: the exit code is the comparison's and the outcome's
     rows = compare(baseline, cell_summaries(outcome.records), k=args.k, allow_new=args.allow_new)
     if args.verbose or any(r.verdict != "ok" for r in rows):
         print(format_rows(rows, only_notable=not args.verbose))

@@ -755,15 +755,30 @@ def report_tables(ctx: Any) -> list[Table]:
     return tables
 
 
+# Said wherever the fit warnings are shown (report, terminal, check).
+FIT_NOTE = ("a warning, not a failure: exit codes do not change; the threshold is the suite's fit_threshold, "
+            "else the metric's default")
+
+
+def markdown_warnings(warnings: Sequence[str]) -> list[str]:
+    """The fit warnings as a markdown quote block under the headline (nothing when there are none)."""
+    if not warnings:
+        return []
+    return ([f"> **Warning: {len(warnings)} model/task pair(s) did not fit their training cells** ({md_text(FIT_NOTE)})", ">"]
+            + [f"> - {md_text(w)}" for w in warnings] + [""])
+
+
 def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "",
-                    findings: Sequence[Any] | None = None) -> str:
+                    findings: Sequence[Any] | None = None, warnings: Sequence[str] = ()) -> str:
     """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title.
 
     `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
+    `warnings`: lines shown under the headline, before everything else (fit warnings).
     """
     from compbench.report.findings import markdown_findings
 
     lines = [f"# {md_text(suite_name)}: leaderboard", ""] + ([md_text(headline), ""] if headline else [])
+    lines += markdown_warnings(warnings)
     if findings is not None:
         lines += markdown_findings(findings, plot_files=bool(plots))
     for t in tables:

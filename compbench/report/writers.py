@@ -74,6 +74,13 @@ class ReportContext:
         return findings(self.loaded.suite.expectations, self.verdicts, plots, families)
 
     @cached_property
+    def fit_warnings(self) -> list[str]:
+        """One line per model and task whose training score misses its fit threshold (metric_facts.fit_warnings)."""
+        from compbench.scoring.metric_facts import fit_lines, fit_warnings
+
+        return fit_lines(fit_warnings(self.records, self.loaded.suite.fit_threshold))
+
+    @cached_property
     def tasks(self) -> dict[str, Any]:
         """Task id → its TaskData (cells, targets, split, labels)."""
         from compbench.tasks import make_task
@@ -126,7 +133,8 @@ class MarkdownWriter(Reporter):
 
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
-        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found))]
+        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found,
+                                                                 ctx.fit_warnings))]
 
 
 @register_reporter("csv")
@@ -158,7 +166,8 @@ class HtmlWriter(Reporter):
         from compbench.report.legend import headline
 
         found = ctx.findings([p.name for p in ctx.plots])
-        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found))]
+        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found,
+                                                               ctx.fit_warnings))]
 
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")
