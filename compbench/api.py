@@ -132,7 +132,7 @@ def evaluate(
     import time
 
     from compbench.outcome import outcome_of_run
-    from compbench.runner.run import run_suite
+    from compbench.runner.run import run_suite, unselected
     from compbench.suite import add_adapter_models, load_suite, seeds_override
     from compbench.suite.load import LoadedSuite as _Loaded
 
@@ -172,15 +172,19 @@ def evaluate(
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
+        whole = unselected(loaded)  # what the report shows after a partial run (publish_run)
         summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
                             task_patterns=task_patterns, progress=progress, threads=threads)
         if patterns and not summary.jobs:
             raise ValueError(f"models {patterns} match no model of suite {loaded.name} on the tasks selected")
         outcome = outcome_of_run(loaded, summary, profile=profile, partial=summary.partial)
         if report:
-            from compbench.report.publish import publish
+            from compbench.report.publish import publish_run
 
-            publish(out_dir, loaded, outcome.records, dict(vars(summary)), partial=summary.partial, verdicts=outcome.verdicts)
+            kept = publish_run(out_dir, whole, outcome, dict(vars(summary)), profile=profile).kept
+            if kept:
+                notes.append(f"the report in {out_dir} was left as it was: it shows {len(kept)} cell(s) outside this "
+                             f"selection that its store does not hold (e.g. {kept[0]})")
     for note in notes:
         outcome.notes.append(note)
     return Results(loaded.name, outcome, time.perf_counter() - start, summary.n_run, summary.n_cached,

@@ -71,22 +71,26 @@ positive_int = int_in(1)
 seed_int = int_in(0, MAX_SEED)  # a seed every backend takes (as a suite's seeds: compbench.limits.MAX_SEED)
 
 
-def _beside_stored(loaded, suite_models: list, out_dir: Path, profile: str | None):  # -> (LoadedSuite, [CellRecord])
-    """The suite with its own models (those with current records in the store, on the tasks that ran) after the
-    added ones, and those records: a model added with --model is shown beside them, not alone."""
+def _beside_stored(whole, report):  # (LoadedSuite, SuiteOutcome) -> (LoadedSuite, [CellRecord])
+    """The whole suite's models that have records in `report` (the whole suite's outcome after a run that
+    added models), and those records: a model added with --model is shown beside them, not alone."""
     from dataclasses import replace
 
-    from compbench.outcome import CellState, stored_outcome
+    have = {r.model for r in report.records}
+    return replace(whole, models=[m for m in whole.models if m.id in have]), report.records
 
-    ran = {m.id for m in loaded.models}
-    others = replace(loaded, models=[m for m in suite_models if m.id not in ran])
-    if not others.models or not (out_dir / "store").exists():
-        return loaded, []
-    found = stored_outcome(others, out_dir, profile=profile, partial=True)
-    current = (CellState.OK, CellState.FAILED, CellState.SKIPPED)
-    keep = {c.model for c in found.cells if c.state in current}
-    context = [c.record for c in found.cells if c.state in current and c.record is not None]
-    return replace(loaded, models=[m for m in others.models if m.id in keep] + list(loaded.models)), context
+
+def _print_report_scope(out_dir: Path, published, partial: bool) -> None:  # published: report.publish.Published
+    """After a partial run: say that the report is of the whole suite, or why the report there was kept."""
+    if published.kept:
+        n = len(published.kept)
+        _err(f"the report in {out_dir} was left as it was: it shows {n} cell(s) outside this run's selection that its "
+             f"store does not hold (e.g. {published.kept[0]}; a results directory published without its store), so "
+             "it is fuller than this run's report would be; run the whole suite there to rewrite it (or `compbench "
+             "report` to rewrite it from the store as it is)")
+    elif partial:
+        whole = published.outcome
+        print(f"report: the whole suite as the store holds it ({whole.headline()}); only the selected cells were run")
 
 
 def _adapter_registry():  # the adapter registry, imported when `list` needs it
@@ -148,10 +152,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
     from compbench.outcome import outcome_of_run, verdict_counts
     from compbench.report import terminal
-    from compbench.report.publish import check_owner, parse_formats, publish
+    from compbench.report.publish import check_owner, parse_formats, publish_run
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.terminal import one_line
-    from compbench.runner.run import run_suite
+    from compbench.runner.run import run_suite, unselected
     from compbench.suite import matches, seeds_override
 
     formats = parse_formats(args.format)
@@ -170,11 +174,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"--task {' '.join(args.task)} matches no task of suite {loaded.name} "
              f"(tasks: {', '.join(t.id for t in loaded.suite.tasks)})")
         return EXIT_USAGE
-    suite_models = [m for m in loaded.models if m.id not in added]
     # A reference (--model file.py:Name) selects the model it added, by that model's id.
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
+    whole = unselected(loaded)  # what the report shows after a partial run: every cell, as the store holds it
     try:
         summary = run_suite(
             loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
@@ -193,19 +197,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"no model of suite {loaded.name} runs on the tasks --task {' '.join(args.task)} selects")
         return EXIT_USAGE
     # With --model or --task only part of the suite ran: expectations are judged on the cells that
-    # ran, and those that match none of them are left out rather than failed.
+    # ran, and those that match none of them are left out rather than failed. The report is of the
+    # whole suite all the same (publish_run), so a partial run never replaces a fuller report.
     outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
     skipped: list[str] = []
-    from compbench.outcome import CellState
-
-    facts = {**vars(summary), "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
-    shown, records = loaded, outcome.records
-    if added:  # the added models beside the suite's own, as the store holds them (shown, not judged again)
-        shown, context = _beside_stored(loaded, suite_models, out_dir, args.profile)
-        records = records + context
+    facts = dict(vars(summary))
     facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
-    verdicts, paths = publish(out_dir, shown, records, facts, partial=summary.partial, formats=formats,
-                              skipped=skipped, verdicts=outcome.verdicts)
+    if summary.partial:
+        facts["selection"] = " ".join([*(f"--task {t}" for t in args.task or ()),
+                                       *(f"--model {m}" for m in args.model or ())])
+    published = publish_run(out_dir, whole, outcome, facts, formats=formats, skipped=skipped, profile=args.profile)
+    paths, verdicts = published.paths, outcome.verdicts
     print(
         f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
         + (f" ({summary.n_rescored} rescored by this compbench's scoring code, not retrained)" if summary.n_rescored else "")
@@ -213,7 +215,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"expectations {verdict_counts(verdicts)}; {summary.wall_time:.1f} s on {summary.device}"
     )
     # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error.
+    shown, records = loaded, outcome.records
+    if added:  # the added models beside the suite's own that the store holds (shown, not judged again)
+        shown, records = _beside_stored(whole, published.outcome)
     terminal.print_leaderboard(shown, records, verdicts, every_error=args.verbose, table=not args.quiet)
+    terminal.print_fit_warnings(shown, records)
     for name in added:
         mine = [v for v in verdicts if v.subject == name]
         used = sorted({p for e in loaded.suite.expectations for p in e.models if p.startswith("@")})
@@ -222,7 +228,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{name}: the suite's claims about it: {verdict_counts(mine)}" + ("" if mine else why))
         for v in mine:
             print(one_line(f"  {v.line()}"))
-    terminal.print_files(out_dir, paths)
+    _print_report_scope(out_dir, published, summary.partial)
+    if not published.kept:
+        terminal.print_files(out_dir, paths)
     _print_skipped(skipped, formats)
     if summary.interrupted:
         print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
@@ -252,6 +260,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     verdicts = outcome.verdicts
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)
+    terminal.print_fit_warnings(loaded, outcome.records)
     print(f"{outcome.headline()}; {len(paths)} report files in {out_dir}")
     _print_skipped(skipped, formats)
     _print_outcome(outcome)
@@ -351,6 +360,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     loaded, summary, outcome = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
+    from compbench.report.terminal import print_fit_warnings
+
+    print_fit_warnings(loaded, outcome.records)  # a warning: the exit code is the comparison's and the outcome's
     rows = compare(baseline, cell_summaries(outcome.records), k=args.k, allow_new=args.allow_new)
     if args.verbose or any(r.verdict != "ok" for r in rows):
         print(format_rows(rows, only_notable=not args.verbose))

@@ -61,6 +61,9 @@ class SuiteOutcome:
     verdicts: list[Verdict]
     partial: bool = False  # only part of the suite was selected (--model/--task): unselected claims are not judged
     notes: list[str] = field(default_factory=list)
+    # After a partial run, the whole suite's outcome (`whole_outcome`) names the (model, task) pairs the
+    # run selected; None: the outcome is of everything its cells cover.
+    selected: frozenset[tuple[str, str]] | None = None
 
     @property
     def records(self) -> list[CellRecord]:
@@ -202,6 +205,36 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
         return judge(loaded, chosen, found, profile=profile, partial=partial)
     finally:
         runner.store.close()
+
+
+def whole_outcome(whole: LoadedSuite, ran: SuiteOutcome, out_dir: Path, *, profile: str | None = None,
+                  device: str | None = None) -> SuiteOutcome:
+    """The whole suite after a partial run (`--task`, `--model`): the cells it ran as it found them, every
+    other cell as `out_dir`'s store holds it (missing when it holds none).
+
+    What a partial run reports, so that it never replaces a fuller report with its own part. Its
+    verdicts are judged on those records as a partial outcome: an expectation on cells neither the
+    run nor the store has is left out rather than failed (the run's own exit code still judges only
+    `ran`, what it selected).
+    """
+    devices = report_devices(out_dir)
+    if device in devices:  # the run's device first: its own records and their neighbours
+        devices = [device, *(d for d in devices if d != device)]
+    stored = stored_outcome(whole, out_dir, profile=profile, partial=True, devices=devices)
+    mine = {(c.model, c.task, c.seed): c for c in ran.cells}
+    cells = [mine.pop((c.model, c.task, c.seed), c) for c in stored.cells]
+    cells += mine.values()  # none unless `whole` lacks a cell the run had: shown rather than lost
+    selected = frozenset((c.model, c.task) for c in ran.cells)
+    seen = {(c.model, c.task) for c in cells if c.state is not CellState.MISSING} | selected
+    n_seeds: dict[tuple[str, str, str], int] = {}
+    for c in cells:
+        if (c.model, c.task) in seen:  # a pair neither run nor stored is not asked of the verdicts
+            n_seeds[(c.model, c.group, c.task)] = n_seeds.get((c.model, c.group, c.task), 0) + 1
+    records = [c.record for c in cells if c.record is not None]
+    verdicts = evaluate_expectations(whole.suite.expectations, records, whole.tags, partial=True,
+                                     expected=[(m, g, t, n) for (m, g, t), n in n_seeds.items()])
+    return SuiteOutcome(whole.name, whole.path, profile, cells, verdicts, partial=True, notes=list(ran.notes),
+                        selected=selected)
 
 
 def report_devices(out_dir: Path) -> list[str]:

@@ -23,6 +23,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-w
 h1{font-size:1.5em;margin:.5em 0}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
 h1,h2,p,nav,figcaption{overflow-wrap:anywhere}
 .about{font-size:1.05em;max-width:1100px}.papers{max-width:1100px}.meaning{font-style:italic}
+.warnings{background:#fff4e5;border-left:4px solid #b35c00;padding:.4em .7em;margin:.6em 0}
 .headline{font-size:1.05em;background:#f3f6fb;border-left:4px solid #36c;padding:.4em .7em}
 nav a{margin-right:1em;display:inline-block}
 .filters{display:flex;flex-wrap:wrap;gap:.4em 1em;align-items:center;margin:.6em 0;font-size:14px}
@@ -211,8 +212,19 @@ def table_section_html(t: Table, plot_links: dict[str, str] | None = None) -> st
             f"{table_html(t.subset(sorted(t.folded)), plot_links)}</details>")
 
 
+def html_warnings(warnings: Sequence[str]) -> str:
+    """The fit warnings as a block under the header ("" when there are none)."""
+    from compbench.report.tables import FIT_NOTE
+
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+    return (f'<section class="warnings" role="note" aria-label="Warnings"><p><strong>Warning: {len(warnings)} model/task '
+            f"pair(s) did not fit their training cells</strong> ({html.escape(FIT_NOTE)})</p><ul>{items}</ul></section>")
+
+
 def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "",
-                findings: Sequence[Any] | None = None, intro: Any = None) -> str:
+                findings: Sequence[Any] | None = None, intro: Any = None, warnings: Sequence[str] = ()) -> str:
     """The whole report as one HTML document with no external references.
 
     `plots` are objects with `name`, `caption` and `png` (bytes), as from `compbench.report.plots.write_plots`;
@@ -240,6 +252,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         f'<p class="headline">{html.escape(headline)}</p>' if headline else "",
         f'<nav aria-label="Sections">{nav}</nav></header>',
         "<main>",
+        html_warnings(warnings),
         findings_section,
         _filters(tables),
         '<p class="note howto">Click a column header (or focus it and press Enter) to sort by it, best first; again to '

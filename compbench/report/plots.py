@@ -622,13 +622,17 @@ def _digest(loaded: Any, records: list[Record]) -> str:
     return h.hexdigest()
 
 
-def write_plots(out_dir: Path | None, loaded: Any, records: list[Record]) -> list[Plot]:
+def write_plots(out_dir: Path | None, loaded: Any, records: list[Record],
+                selected: frozenset[tuple[str, str]] | None = None) -> list[Plot]:
     """Every plot of the suite; with out_dir, also written as PNG and SVG under out_dir/plots.
 
     Plots are redrawn only when the records, the suite's tasks or this module changed, or a plot
     file is no longer what was written (plots/manifest.json holds each file's sha256); files of
     plots that no longer exist are removed. The manifest arrives with published results, so it is
     not trusted to name files: an entry that is not a plot of plots/ is an error, never deleted.
+    `selected` (a partial run's (model, task) pairs): a plot no longer drawn is removed only when
+    every cell it shows is selected; the others are kept, and listed as `left` in the manifest so
+    that a later report of the whole suite removes them.
     """
     records = as_records(records)
     from compbench.files import OutputError, read_contained, remove_contained, sha256_contained, write_atomic
@@ -641,11 +645,14 @@ def write_plots(out_dir: Path | None, loaded: Any, records: list[Record]) -> lis
             manifest = json.loads(read_contained(out_dir, f"plots/{MANIFEST}") or b"null")
             listed = [(n, c) for n, c in manifest["plots"] if isinstance(n, str) and isinstance(c, str)]
             files = manifest.get("sha256", {})
-            if manifest.get("digest") == digest and len(listed) == len(manifest["plots"]) and all(
+            # A report of the whole suite removes what a partial one left (redrawing to get there).
+            cleans = selected is None and bool(manifest.get("left"))
+            if manifest.get("digest") == digest and not cleans and len(listed) == len(manifest["plots"]) and all(
                     isinstance(files.get(f"{n}.{e}"), str) and sha256_contained(out_dir, f"plots/{n}.{e}") == files[f"{n}.{e}"]
                     for n, _ in listed for e in ("png", "svg")):
                 return [Plot(n, c, read_contained(out_dir, f"plots/{n}.png") or b"") for n, c in listed]
-            stale = [n for n, _ in listed]
+            left = manifest.get("left", [])
+            stale = [n for n, _ in listed] + [n for n in (left if isinstance(left, list) else []) if isinstance(n, str)]
         except (ValueError, KeyError, TypeError, AttributeError):  # none yet, or damaged: redrawn, nothing removed
             stale = []
     plots = []
@@ -662,16 +669,34 @@ def write_plots(out_dir: Path | None, loaded: Any, records: list[Record]) -> lis
                 sha[f"{name}.{ext}"] = hashlib.sha256(data).hexdigest()
         plt.close(fig)
     if out_dir is not None:
+        left = []
         for n in sorted(set(stale) - {p.name for p in plots}):
             if not _plain_name(n):
                 raise OutputError(f"{out_dir / 'plots' / MANIFEST}: lists {n!r}, which is not a plot of {out_dir / 'plots'}; "
                                   "nothing was deleted: the manifest was edited by hand or by a pull request — "
                                   "check it, then delete the manifest to redraw the plots")
+            if not _only_selected(n, loaded, selected):
+                left.append(n)  # shows a cell this (partial) report did not select: not this report's to delete
+                continue
             for ext in ("png", "svg"):
                 remove_contained(out_dir, f"plots/{n}.{ext}")
-        write_atomic(out_dir, f"plots/{MANIFEST}",
-                     json.dumps({"digest": digest, "plots": [[p.name, p.caption] for p in plots], "sha256": sha}, indent=1))
+        doc = {"digest": digest, "plots": [[p.name, p.caption] for p in plots], "sha256": sha}
+        write_atomic(out_dir, f"plots/{MANIFEST}", json.dumps({**doc, "left": left} if left else doc, indent=1))
     return plots
+
+
+# The plots `_figures` draws of one task; every other plot (scores, sweep-*, cd-blocks) shows several tasks.
+TASK_PLOTS = ("theory", "grid", "factors")
+
+
+def _only_selected(name: str, loaded: Any, selected: frozenset[tuple[str, str]] | None) -> bool:
+    """Whether every cell plot `name` shows is among `selected` (None: the whole suite is)."""
+    if selected is None:
+        return True
+    for entry in loaded.suite.tasks:
+        if name in {f"{kind}-{entry.id}" for kind in TASK_PLOTS}:
+            return all((m.id, entry.id) in selected for m in loaded.models if entry.id in {t.id for t in loaded.tasks_for(m)})
+    return False  # a plot of several tasks, or of a task the suite no longer has: a whole report's to remove
 
 
 def _plain_name(name: str) -> bool:

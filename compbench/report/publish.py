@@ -60,6 +60,7 @@ def publish(
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     skipped: list[str] | None = None,
     verdicts: list[Verdict] | None = None,
+    selected: frozenset[tuple[str, str]] | None = None,
 ) -> tuple[list[Verdict], list[Path]]:
     """Evaluate the suite's expectations on the records and run the report writers asked for.
 
@@ -73,18 +74,20 @@ def publish(
     summary (wall time, cells run and cached, date, commit) is not an input: a page keeps
     describing the run that produced its numbers. A results directory holds one suite's report:
     another suite's is refused (ForeignResultsError) before anything is written.
+    `selected`: the (model, task) pairs a partial run selected (`SuiteOutcome.selected`): a plot
+    that shows any other cell is never deleted by this report (None: the report is of the whole suite).
     """
     records = as_records(records)
     if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
         verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     check_owner(out_dir, loaded)
     keep = ("device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
-            "interrupted")
+            "interrupted", "selection")
     # The suite's name is written whatever the summary says: it is what claims the directory.
     kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
     write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
-    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats)
-    inputs = inputs_digest(loaded, records, verdicts, formats)
+    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected)
+    inputs = inputs_digest(loaded, records, verdicts, formats, selected)
     manifest = _read_manifest(out_dir)
     written: dict[str, list[Path]] = {}
     to_run: list[str] = []
@@ -98,7 +101,7 @@ def publish(
         else:
             to_run.append(name)
     if _draws_plots(to_run, formats) and _can_fork():
-        ctx.drawing = _PlotWorker(out_dir if "png" in formats else None, loaded, records)
+        ctx.drawing = _PlotWorker(out_dir if "png" in formats else None, loaded, records, selected)
     try:
         # The writers that never look at the plots run first, while the plots are being drawn.
         for name in sorted(to_run, key=lambda n: n not in _WITHOUT_PLOTS):
@@ -138,14 +141,15 @@ def _can_fork() -> bool:
         multiprocessing.get_start_method(allow_none=True) in (None, "fork")
 
 
-def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord]) -> None:
+def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord],
+          selected: frozenset[tuple[str, str]] | None = None) -> None:
     """In the forked process: draw (and with out_dir, write) the plots, send them back, or the traceback."""
     import traceback
 
     try:
         from compbench.report.plots import write_plots
 
-        result: tuple[str, Any] = ("ok", write_plots(out_dir, loaded, records))
+        result: tuple[str, Any] = ("ok", write_plots(out_dir, loaded, records, selected))
     except OutputError as exc:  # a full disk, a link where a plot goes: the parent says so in one line
         result = ("output", str(exc))
     except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
@@ -161,12 +165,13 @@ class _PlotWorker:
     SVG); the predictions and CSV files take the rest, so on two cores the two overlap.
     """
 
-    def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord]) -> None:
+    def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord],
+                 selected: frozenset[tuple[str, str]] | None = None) -> None:
         import multiprocessing
 
         mp = multiprocessing.get_context("fork")
         self.conn, child = mp.Pipe(duplex=False)
-        self.proc = mp.Process(target=_draw, args=(child, out_dir, loaded, records), daemon=True, name="compbench-plots")
+        self.proc = mp.Process(target=_draw, args=(child, out_dir, loaded, records, selected), daemon=True, name="compbench-plots")
         self.proc.start()
         child.close()
         self._result: list[Any] | None = None
@@ -210,8 +215,10 @@ class _Context(ReportContext):
         return ReportContext.plots.func(self)  # type: ignore[attr-defined]
 
 
-def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list[Verdict], formats: tuple[str, ...]) -> str:
-    """A hash of what every report writer reads: the loaded suite, every record (metrics and predictions), the verdicts."""
+def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list[Verdict], formats: tuple[str, ...],
+                  selected: frozenset[tuple[str, str]] | None = None) -> str:
+    """A hash of what every report writer reads: the loaded suite, every record (metrics and predictions), the
+    verdicts, and a partial run's selection (the plots it may delete; a whole report after it removes what it left)."""
     from compbench import __version__
 
     h = hashlib.sha256(__version__.encode())
@@ -219,7 +226,8 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
         h.update(f"{lib}={_lib_version(lib)}".encode())
     for src in sorted(Path(__file__).parent.glob("*.py")):  # the report's own code: a fixed bug redraws
         h.update(src.read_bytes())
-    h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats)).encode())
+    h.update(repr((loaded.suite, loaded.models, sorted(loaded.task_kinds.items()), formats,
+                   None if selected is None else sorted(selected))).encode())
     from compbench.report.findings import predicts  # the Findings quote each claim's description: an edit redraws
 
     h.update(repr([predicts(e) for e in loaded.suite.expectations]).encode())
@@ -320,6 +328,62 @@ def _unchanged(out_dir: Path, entry: dict[str, Any]) -> bool:
         return False
     return all(isinstance(f, str) and isinstance(digests.get(f), str) and sha256_contained(out_dir, f) == digests[f]
                for f in (*files, *beside))
+
+
+@dataclass
+class Published:
+    """What `publish_run` did: the outcome its report states, the files, and why it kept a fuller report."""
+
+    outcome: Any  # compbench.outcome.SuiteOutcome: the run's, or after a partial run the whole suite's
+    paths: list[Path]
+    kept: list[str]  # cells a fuller report in the directory shows that the store lacks: nothing was written
+
+
+def publish_run(
+    out_dir: Path, whole: LoadedSuite, ran: Any, facts: dict[str, Any], *, formats: tuple[str, ...] = DEFAULT_FORMATS,
+    skipped: list[str] | None = None, profile: str | None = None,
+) -> Published:
+    """The report of a run (`compbench run`, `evaluate(report=True)`); `ran` is the run's outcome.
+
+    After a partial run (`--task`, `--model`; `ran.partial`) the report is of `whole`, the suite
+    before selection, from the store (`compbench.outcome.whole_outcome`): the cells the run did not
+    select are shown as the store holds them, missing when it holds none, and their plots are never
+    deleted. When the report already in `out_dir` shows a cell outside the selection that the
+    store lacks (a results directory published without its store), it is fuller than anything this
+    run could write: it is left as it was (`Published.kept` names those cells).
+    """
+    from compbench.outcome import CellState, whole_outcome
+
+    outcome = ran
+    if ran.partial:
+        outcome = whole_outcome(whole, ran, out_dir, profile=profile, device=facts.get("device"))
+        kept = _shown_not_stored(out_dir, outcome)
+        if kept:
+            return Published(outcome, [], kept)
+    facts = {**facts, "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
+    _, paths = publish(out_dir, whole, outcome.records, facts, partial=outcome.partial, formats=formats, skipped=skipped,
+                       verdicts=outcome.verdicts, selected=outcome.selected)
+    return Published(outcome, paths, [])
+
+
+def _shown_not_stored(out_dir: Path, outcome: Any) -> list[str]:
+    """Cells (unselected) that the report in out_dir lists in records.csv with a result but `outcome` lacks."""
+    import csv
+    import io
+
+    from compbench.outcome import CellState
+
+    data = read_contained(out_dir, "records.csv")
+    if not data:
+        return []
+    missing = {(c.model, c.task, str(c.seed)) for c in outcome.cells
+               if c.state is CellState.MISSING and (c.model, c.task) not in (outcome.selected or ())}
+    try:
+        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8", "replace"))))
+    except csv.Error:  # damaged: nothing it shows can be counted on
+        return []
+    return [f"{r['model']} on {r['task']} seed {r['seed']}" for r in rows
+            if (r.get("model"), r.get("task"), r.get("seed")) in missing and r.get("status") in ("ok", "error", "skipped")]
 
 
 def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:

@@ -691,6 +691,9 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
         ["cells skipped", str(summary.get("n_skipped", 0))],
         ["expectations", verdict_counts(verdicts)],
     ]
+    if summary.get("selection"):
+        rows.append(["this run", f"{summary['selection']}: only the selected cells were run; every other cell is "
+                                 "shown as the store holds them"])
     if summary.get("n_missing"):
         rows.append(["cells missing", f"{summary['n_missing']}: not in the store (not run, or interrupted)"])
     if summary.get("n_stale"):
@@ -751,18 +754,33 @@ def report_tables(ctx: Any) -> list[Table]:
     return tables
 
 
+# Said wherever the fit warnings are shown (report, terminal, check).
+FIT_NOTE = ("a warning, not a failure: exit codes do not change; the threshold is the suite's fit_threshold, "
+            "else the metric's default")
+
+
+def markdown_warnings(warnings: Sequence[str]) -> list[str]:
+    """The fit warnings as a markdown quote block under the headline (nothing when there are none)."""
+    if not warnings:
+        return []
+    return ([f"> **Warning: {len(warnings)} model/task pair(s) did not fit their training cells** ({md_text(FIT_NOTE)})", ">"]
+            + [f"> - {md_text(w)}" for w in warnings] + [""])
+
+
 def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "",
-                    findings: Sequence[Any] | None = None, intro: Any = None) -> str:
+                    findings: Sequence[Any] | None = None, intro: Any = None, warnings: Sequence[str] = ()) -> str:
     """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title.
 
     `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
     `intro` (compbench.report.intro.Intro): the suite's description, its papers and what the numbers mean, under the title.
+    `warnings`: lines shown under the headline, before everything else (fit warnings).
     """
     from compbench.report.findings import markdown_findings
     from compbench.report.intro import markdown_intro
 
     lines = [f"# {md_text(suite_name)}: leaderboard", ""] + (markdown_intro(intro) if intro is not None else [])
     lines += [md_text(headline), ""] if headline else []
+    lines += markdown_warnings(warnings)
     if findings is not None:
         lines += markdown_findings(findings, plot_files=bool(plots))
     for t in tables:

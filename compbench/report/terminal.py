@@ -135,3 +135,17 @@ def print_report_end(out_dir: Path, loaded: Any, records: list[CellRecord], verd
     """The end of `compbench report`: the compact leaderboard of the stored records, failing expectations, errors, the files."""
     print_leaderboard(loaded, records, verdicts, out, every_error, table)
     print_files(out_dir, paths, out)
+
+
+def print_fit_warnings(loaded: Any, records: list[CellRecord], out: TextIO | None = None) -> int:
+    """Warn (stderr) about each model and task whose training score misses its fit threshold; how many did."""
+    from compbench.report.tables import FIT_NOTE
+    from compbench.scoring.metric_facts import fit_lines, fit_warnings
+
+    found = fit_warnings(as_records(records), loaded.suite.fit_threshold)
+    out = out or sys.stderr
+    for line in fit_lines(found):
+        print(one_line(f"warning: {line}"), file=out)
+    if found:
+        print(f"  ({FIT_NOTE})", file=out)
+    return len(found)

@@ -36,6 +36,7 @@ class ReportContext:
     summary: dict[str, Any]
     formats: tuple[str, ...] = DEFAULT_FORMATS
     extra: dict[str, Any] = field(default_factory=dict)
+    selected: frozenset[tuple[str, str]] | None = None  # a partial run's (model, task) pairs: plots of others are kept
 
     def write_file(self, relative: str, data: bytes | str) -> Path:
         """Write a report file under out_dir atomically (see compbench.files); return its path."""
@@ -63,7 +64,7 @@ class ReportContext:
         """The report's plots (drawn once; written under plots/ only when `png` is among the formats)."""
         from compbench.report.plots import write_plots
 
-        return write_plots(self.out_dir if "png" in self.formats else None, self.loaded, self.records)
+        return write_plots(self.out_dir if "png" in self.formats else None, self.loaded, self.records, self.selected)
 
     def findings(self, plots: list[str] | tuple[str, ...] = ()) -> list[Any]:
         """One finding per judged expectation (compbench.report.findings), linked to those of `plots` that show it."""
@@ -71,6 +72,13 @@ class ReportContext:
 
         families = {t.id: t.family for t in self.loaded.suite.tasks}
         return findings(self.loaded.suite.expectations, self.verdicts, plots, families)
+
+    @cached_property
+    def fit_warnings(self) -> list[str]:
+        """One line per model and task whose training score misses its fit threshold (metric_facts.fit_warnings)."""
+        from compbench.scoring.metric_facts import fit_lines, fit_warnings
+
+        return fit_lines(fit_warnings(self.records, self.loaded.suite.fit_threshold))
 
     @cached_property
     def tasks(self) -> dict[str, Any]:
@@ -127,7 +135,7 @@ class MarkdownWriter(Reporter):
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
         return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found,
-                                                                intro(ctx.loaded)))]
+                                                                intro(ctx.loaded), ctx.fit_warnings))]
 
 
 @register_reporter("csv")
@@ -161,7 +169,7 @@ class HtmlWriter(Reporter):
 
         found = ctx.findings([p.name for p in ctx.plots])
         return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found,
-                                                                intro(ctx.loaded)))]
+                                                                intro(ctx.loaded), ctx.fit_warnings))]
 
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")

@@ -290,6 +290,13 @@ def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_pa
         loaded.suite.tasks = [t for t in loaded.suite.tasks if matches(t.id, task_patterns)]
 
 
+def unselected(loaded: LoadedSuite) -> LoadedSuite:
+    """A copy of the suite that `select` leaves whole: what a partial run reports (`compbench.outcome.whole_outcome`)."""
+    from dataclasses import replace
+
+    return replace(loaded, suite=loaded.suite.model_copy(), models=list(loaded.models), _tasks_for={})
+
+
 def run_suite(
     loaded: LoadedSuite,
     out_dir: Path,

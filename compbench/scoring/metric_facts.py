@@ -5,7 +5,7 @@ Records, claims, reports and `check` read these instead of repeating the knowled
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,11 @@ class MetricFact:
     chance: float | None = None  # the value of a predictor that ignores the input (multiclass: 1/K)
     needs_theory: bool = False  # present only when the model has a theory prediction
     short: str = ""  # a column header's words, where the label is too long for one ("scale R²")
+    # A training-side score: a model whose mean over seeds is on the wrong side of its fit threshold
+    # (a suite's `fit_threshold`, else `fit`; None: no default) did not fit its training cells, and
+    # the run, the report and `check` warn about it (a warning, never a failure).
+    fit_metric: bool = False
+    fit: float | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -94,14 +99,16 @@ def metric_allowed(metric: str, allowed: tuple[str, ...]) -> bool:
 
 METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     MetricFact("heldout_acc", "held-out accuracy", "higher", ("classification", "multiclass"), "theory_acc", 0.5),
-    MetricFact("train_acc", "training accuracy", "higher", ("classification", "multiclass")),
+    MetricFact("train_acc", "training accuracy", "higher", ("classification", "multiclass"), fit_metric=True, fit=0.9),
     MetricFact("heldout_margin", "held-out margin y·f", "higher", "classification"),
     MetricFact("separation", "held-out separation (mean f on + minus on −)", "higher", "classification"),
     MetricFact("heldout_r2", "held-out R²", "higher", "regression", "theory_heldout_r2", 0.0),
     MetricFact("irrelevant_share", "held-out variance share of the irrelevant components", "lower", "any", "theory_irrelevant_share"),
     MetricFact("heldout_mse", "held-out MSE", "lower", "regression"),
-    MetricFact("train_mse", "training MSE", "lower", "regression"),
-    MetricFact("train_r2", "R² on the training cells at new inputs (function-valued cells)", "higher", "regression"),
+    # No default fit threshold for an MSE: its scale is the task's targets' (a suite may set one).
+    MetricFact("train_mse", "training MSE", "lower", "regression", fit_metric=True),
+    MetricFact("train_r2", "R² on the training cells at new inputs (function-valued cells)", "higher", "regression",
+               fit_metric=True, fit=0.9),
     MetricFact("r2_gap", "train_r2 − heldout_r2: the in-distribution minus the held-out R²", "lower", "regression"),
     MetricFact("slope", "held-out slope of prediction vs truth", None, "regression", "theory_slope"),
     MetricFact("intercept", "held-out intercept", None, "regression"),
@@ -188,3 +195,66 @@ def r2_not_applicable(n_heldout: int, theory_heldout: Any = None) -> str | None:
 
 # Metrics whose value a record may declare not applicable (CellRecord.not_applicable), by rule above.
 NA_RULES = {"theory_r2": r2_not_applicable}
+
+
+def fit_metrics() -> list[str]:
+    """The training-side metrics a fit threshold may be set on (train_acc, train_mse, train_r2)."""
+    return [name for name, fact in METRICS.items() if fact.fit_metric]
+
+
+def fit_thresholds(suite: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Each fit metric's threshold: the suite's `fit_threshold`, else the metric's default (none: not checked)."""
+    out = {name: METRICS[name].fit for name in fit_metrics() if METRICS[name].fit is not None}
+    return {**out, **dict(suite or {})}  # type: ignore[dict-item]
+
+
+@dataclass(frozen=True)
+class FitWarning:
+    """A model that did not fit its training cells on a task: its training score against the fit threshold."""
+
+    model: str
+    task: str
+    metric: str
+    value: float  # mean over the seeds that scored it
+    threshold: float
+    n_seeds: int
+
+    def line(self) -> str:
+        """One line naming the model, the task, the training score and the threshold."""
+        fact = METRICS[self.metric]
+        side = "≥" if fact.direction == "higher" else "≤"
+        seeds = f"mean over {self.n_seeds} seeds" if self.n_seeds > 1 else "1 seed"
+        return (f"{self.model} did not fit its training cells on {self.task}: {fact.label} ({self.metric}) "
+                f"{self.value:.3g} ({seeds}), fit threshold {side} {self.threshold:g}")
+
+
+def fit_warnings(records: Iterable[Any], suite: Mapping[str, float] | None = None) -> list[FitWarning]:
+    """Every (model, task) whose scored records' mean training score misses its fit threshold, in record order.
+
+    `records`: CellRecords (only `ok` ones count); `suite`: the suite's `fit_threshold` over the defaults.
+    """
+    import math
+
+    thresholds = fit_thresholds(suite)
+    scores: dict[tuple[str, str, str], list[float]] = {}
+    for r in records:
+        if not getattr(r, "ok", False):
+            continue
+        for metric, threshold in thresholds.items():
+            v = r.metrics.get(metric)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                scores.setdefault((r.model, r.task, metric), []).append(float(v))
+    out = []
+    for (model, task, metric), vals in scores.items():
+        mean, threshold = sum(vals) / len(vals), thresholds[metric]
+        if mean < threshold if METRICS[metric].direction == "higher" else mean > threshold:
+            out.append(FitWarning(model, task, metric, mean, threshold, len(vals)))
+    return out
+
+
+def fit_lines(warnings: list[FitWarning], most: int = 20) -> list[str]:
+    """The warnings' lines, at most `most` of them and then how many more (a big sweep may miss on many)."""
+    lines = [w.line() for w in warnings[:most]]
+    if len(warnings) > most:
+        lines.append(f"... and {len(warnings) - most} more model/task pairs that did not fit their training cells")
+    return lines

@@ -333,5 +333,34 @@ class Suite(_Strict):
         description="training parameters of a network added with --model or compbench.evaluate (its adapter's "
         "defaults otherwise; --model-args override them), so it trains as the suite's own networks do",
     )
+    fit_threshold: dict[str, float] = Field(
+        default_factory=dict,
+        description="training metric -> the score a model must reach on its training cells (mean over seeds; train_acc, "
+        "train_r2: at least, train_mse: at most); one that does not is warned about, never failed. Defaults: "
+        "train_acc 0.9, train_r2 0.9, train_mse none",
+    )
 
     _check_seeds = field_validator("seeds")(classmethod(lambda cls, v: check_seeds(v)))
+
+    @field_validator("fit_threshold")
+    @classmethod
+    def _check_fit_threshold(cls, v: dict[str, float]) -> dict[str, float]:
+        from difflib import get_close_matches
+
+        from compbench.scoring.metric_facts import fit_metrics
+
+        allowed = fit_metrics()
+        for metric, threshold in v.items():
+            if metric not in allowed:
+                close = get_close_matches(metric, allowed, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                raise ValueError(f"{metric!r} is not a training metric a fit threshold applies to; {hint}"
+                                 f"choose from {', '.join(allowed)}")
+            _finite(threshold, f"fit_threshold.{metric}")
+            if metric == "train_acc" and not 0 <= threshold <= 1:
+                raise ValueError(f"fit_threshold.train_acc is an accuracy, from 0 to 1; got {threshold:g}")
+            if metric == "train_r2" and threshold > 1:
+                raise ValueError(f"fit_threshold.train_r2 is an R², at most 1; got {threshold:g}")
+            if metric == "train_mse" and threshold < 0:
+                raise ValueError(f"fit_threshold.train_mse is an MSE, at least 0; got {threshold:g}")
+        return v
