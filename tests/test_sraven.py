@@ -184,3 +184,34 @@ def test_the_transformer_trains_on_streamed_instances_with_either_loss_and_the_b
     b = get_adapter("bottleneck")
     with pytest.raises(ValueError, match="use the transformer"):
         b(b.Params(d=8, heads=2, layers=1, steps=1), "cpu").fit_seeds(enc.train, enc.evaluate, [0])
+
+
+def test_a_pool_fixes_the_data_at_a_given_number_of_steps():
+    """`pool`: the seed's stream is drawn once (pool instances), and every step's minibatch comes from that pool."""
+    import torch
+
+    from compbench.adapters import get_adapter
+
+    torch.set_num_threads(1)
+    t = make_task("sraven", **TINY)
+    enc = encode("raven_panels", t)
+    stream = enc.train.stream
+    drawn: list[int] = []
+    real = type(stream).batch
+
+    def counting(self, rng, n):
+        drawn.append(n)
+        return real(self, rng, n)
+
+    cls = get_adapter("transformer")
+    params = dict(d=8, heads=2, layers=1, steps=5, batch_size=4, loss="cross_entropy")
+    type(stream).batch = counting
+    try:
+        fresh = cls(cls.Params(**params), "cpu").fit_seeds(enc.train, enc.evaluate, [0])[0]
+        assert drawn == [4] * 5 and fresh.info["distinct_episodes"] == 20  # a fresh batch every step
+        drawn.clear()
+        pooled = cls(cls.Params(**params, pool=6), "cpu").fit_seeds(enc.train, enc.evaluate, [0])[0]
+        assert drawn == [6] and pooled.info["distinct_episodes"] == 6 and pooled.info["episodes_seen"] == 20
+    finally:
+        type(stream).batch = real
+    assert pooled.error is None and pooled.predictions.shape == (len(enc.evaluate), 25)

@@ -64,6 +64,9 @@ class SequenceParams(NetworkParams):
     ff: int | None = Field(default=None, ge=1, description="feed-forward width (None: 4·d)")
     max_context: int = Field(default=256, ge=1, description="the longest sequence (tokens, padding included) accepted")
     steps: int | None = Field(default=2000, ge=1, description="optimizer steps (one fresh batch of episodes each)")
+    pool: int | None = Field(default=None, ge=1, description="streamed training: draw this many episodes once per seed and "
+                             "train every step on a minibatch of that fixed pool (None: fresh episodes every step), so "
+                             "the data a model sees can vary at a fixed number of steps")
     theory: Literal["empirical", "none"] = Field(
         default="none", description="none (streamed training has no fixed training set), or the empirical NTK on the fixed sample"
     )
@@ -201,13 +204,22 @@ class _SequenceAdapter(NetworkAdapter):
         stream = train.stream
         rng = stream.rng(seed) if stream is not None else np.random.default_rng(np.random.SeedSequence([int(seed), 27]))
         classes = bool(train.n_classes)
+        pool = None
+        if stream is not None and p.pool is not None:
+            # The fixed pool is drawn from the seed's own stream, as its fresh batches would be.
+            px, pm, py, _ = stream.batch(rng, p.pool)
+            pool = (torch.as_tensor(pack(px, pm), device=self.device),
+                    torch.as_tensor(np.asarray(py, dtype=np.int64 if classes else np.float32), device=self.device))
         history: list[float] = []
         t0 = time.perf_counter()
         net.train()
         diverged = False
         done = 0
         for step in range(steps):
-            if stream is not None:
+            if pool is not None:
+                idx = torch.as_tensor(rng.integers(0, p.pool, size=min(p.batch_size, p.pool)), device=self.device)
+                inp, target = pool[0][idx], pool[1][idx]
+            elif stream is not None:
                 xb, mb, yb, _ = stream.batch(rng, p.batch_size)
                 inp = torch.as_tensor(pack(xb, mb), device=self.device)
                 if classes:  # integer classes from the stream
@@ -258,6 +270,8 @@ class _SequenceAdapter(NetworkAdapter):
             f = self._fitted(net, result, x_ev, at_init, options["lr"])
             f.info.update(seeds_stacked=False, seeds_stacked_why=NOT_STACKED_WHY, streamed=train.stream is not None,
                           episodes_seen=result.steps * self.params.batch_size if train.stream is not None else None,
+                          distinct_episodes=(self.params.pool if self.params.pool is not None
+                                             else result.steps * self.params.batch_size) if train.stream is not None else None,
                           loss_history=[round(v, 6) for v in result.loss_history])
             if self.params.theory == "none":
                 f.info["theory_none_why"] = STREAMED_THEORY_WHY if train.stream is not None else "theory: none was asked for"
