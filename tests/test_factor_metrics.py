@@ -76,3 +76,32 @@ def test_the_per_factor_bar_chart_shows_each_model_beside_its_theory():
     assert sum(1 for b in bars if b.get_hatch() == "//") == 4  # the theory bars
     assert [t.get_text() for t in ax.texts] == ["-3.00", "-3.00"]  # the cut bars say their value
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["cnn", "cnn: its theory", "ntk", "ntk: its theory"]
+
+
+def test_additivity_is_not_applicable_where_the_seen_conjunctions_span_every_held_out_cell():
+    """A modular teacher's held-out pairs are each explained by their two modules' own features: any
+    prediction scores additivity 1, so the score is n/a (it cannot fail); on symbolic addition it can."""
+    import numpy as np
+
+    from compbench.claims import CLAIMS
+    from compbench.claims.base import Subject
+    from compbench.records import CellRecord, Status
+    from compbench.scoring.score import _not_applicable
+    from compbench.tasks import make_task
+    from compbench.theory.additivity import AdditivityFit
+
+    teacher = make_task("modular_teacher", split="random", samples_per_cell=4, eval_samples=4)
+    fit = AdditivityFit(teacher.cells, teacher.train_mask)
+    noise = np.random.default_rng(0).normal(size=len(teacher.cells))
+    assert fit.vacuous and fit.score(noise) == pytest.approx(1.0)  # anything at all is "additive" here
+    na = _not_applicable({"additivity": 1.0}, int(teacher.test_mask.sum()), None, fit)
+    assert na == {"additivity": "the seen conjunctions span every held-out prediction: any model scores 1"}
+    addition = make_task("additive", anchors=[[4], [4]])
+    fit = AdditivityFit(addition.cells, addition.train_mask)
+    assert not fit.vacuous and fit.score(np.random.default_rng(0).normal(size=len(addition.cells))) < 0.9
+    assert _not_applicable({"additivity": 0.5}, int(addition.test_mask.sum()), None, fit) == {}
+    # A claim on an n/a metric fails as not applicable; it never passes.
+    rec = CellRecord(key="k", task="random", model="hypernet", seed=0, status=Status.OK, kind="regression",
+                     metrics={"additivity": 1.0}, not_applicable=na)
+    v = CLAIMS.get("additive").judge(CLAIMS.get("additive").Params(), "e", Subject("hypernet", "random", [rec]))
+    assert not v.passed and "not applicable" in v.detail and "span every held-out prediction" in v.detail

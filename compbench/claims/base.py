@@ -177,6 +177,9 @@ def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:
     if not ok:
         return "no finished cells"
     for metric in needs:
+        na = [r for r in ok if metric in r.not_applicable]
+        if na:
+            return f"not applicable: {metric} of {na[0].model} says nothing here ({na[0].not_applicable[metric]})"
         missing = [r for r in ok if r.metric(metric) is None]
         if missing:
             why = " (the model has no kernel-theory prediction)" if metric.startswith("theory") else ""

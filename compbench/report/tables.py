@@ -495,6 +495,7 @@ class TheoryStats:
     irrelevant_share_mean: float = math.nan
     theory_irrelevant_share_mean: float = math.nan
     r2_note: str = ""  # why R²(model, theory) means nothing here ("2 cells", "theory constant"), else ""
+    additivity_note: str = ""  # why the additivity R² means nothing here (the seen conjunctions span every prediction)
 
 
 def _mstd(vals: Iterable[Any]) -> tuple[float, float]:
@@ -557,6 +558,7 @@ def theory_stats(
                 st.irrelevant_share_mean = _mstd(r.metric("irrelevant_share") for r in ok)[0]
                 st.theory_irrelevant_share_mean = _mstd(r.metric("theory_irrelevant_share") for r in ok)[0]
                 st.n_heldout, st.r2_note = _r2_note(ok, (heldout or {}).get(task))
+                st.additivity_note = next((r.not_applicable["additivity"] for r in ok if "additivity" in r.not_applicable), "")
             out.append(st)
     return out
 
@@ -590,9 +592,11 @@ def theory_table(
         rows.append([
             name, st.task, kernel, r2_text,
             "–" if math.isnan(st.max_abs_diff) else f"{st.max_abs_diff:.2e}",
-            _fmt(st.additivity_mean, st.additivity_std), _fmt(st.slope_mean), _fmt(st.theory_slope_mean),
+            "n/a (cannot fail)" if st.additivity_note else _fmt(st.additivity_mean, st.additivity_std),
+            _fmt(st.slope_mean), _fmt(st.theory_slope_mean),
         ] + ([_fmt(st.irrelevant_share_mean), _fmt(st.theory_irrelevant_share_mean)] if shares else []))
-        sortable = [(3, math.nan if st.r2_note else st.theory_r2_mean), (4, st.max_abs_diff), (5, st.additivity_mean), (6, st.slope_mean), (7, st.theory_slope_mean)]
+        sortable = [(3, math.nan if st.r2_note else st.theory_r2_mean), (4, st.max_abs_diff),
+                    (5, math.nan if st.additivity_note else st.additivity_mean), (6, st.slope_mean), (7, st.theory_slope_mean)]
         if shares:
             sortable += [(8, st.irrelevant_share_mean), (9, st.theory_irrelevant_share_mean)]
         for j, v in sortable:
@@ -604,7 +608,9 @@ def theory_table(
         "(1 = the model only adds up values of conjunctions seen in training). Slopes: held-out prediction against the "
         "truth (regression tasks), for the model and for its theory. Mean ± std over seeds; big sweeps: their worst member. "
         f"R² is shown as n/a on fewer than {MIN_R2_CELLS} held-out cells or where the theory predicts one constant "
-        "value (an R² against a constant is 1 or 0 by convention, not a measure): read max |model − theory| there."
+        "value (an R² against a constant is 1 or 0 by convention, not a measure): read max |model − theory| there. "
+        "Additivity is n/a where the conjunctions seen in training span every held-out prediction (every model "
+        "scores 1 there, so the score cannot fail)."
     )
     headers = ["model", "task", "theory kernel/objective", "R²(model, theory) ↑", "max |model − theory| ↓", "additivity R²",
                "slope", "theory slope"]

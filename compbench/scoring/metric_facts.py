@@ -193,8 +193,17 @@ def r2_not_applicable(n_heldout: int, theory_heldout: Any = None) -> str | None:
     return None
 
 
+def additivity_not_applicable(vacuous: bool) -> str | None:
+    """Why the additivity R² says nothing for this task's split (the seen conjunctions span every held-out prediction), else None.
+
+    Then every model scores 1 whatever it predicts: the report shows n/a, `check` does not gate on it and a
+    claim on it fails as not applicable, never passes.
+    """
+    return "the seen conjunctions span every held-out prediction: any model scores 1" if vacuous else None
+
+
 # Metrics whose value a record may declare not applicable (CellRecord.not_applicable), by rule above.
-NA_RULES = {"theory_r2": r2_not_applicable}
+NA_RULES = {"theory_r2": r2_not_applicable, "additivity": additivity_not_applicable}
 
 
 def fit_metrics() -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from compbench.records import CellRecord
-from compbench.scoring.metric_facts import r2_not_applicable
+from compbench.scoring.metric_facts import additivity_not_applicable, r2_not_applicable
 from compbench.scoring.metrics import cell_metrics
 
 DECIMALS = 10  # predictions are stored, and scored, rounded to this many decimals
@@ -101,7 +101,7 @@ def _score_scalar(task: Any, sample_preds: np.ndarray, sample_theory: np.ndarray
     test = data.test_mask
     return {
         "metrics": metrics,
-        "not_applicable": _not_applicable(metrics, int(test.sum()), None if theory_preds is None else theory_preds[test]),
+        "not_applicable": _not_applicable(metrics, int(test.sum()), None if theory_preds is None else theory_preds[test], fitter),
         "predictions": preds.tolist(),
         "theory_predictions": None if theory_preds is None else theory_preds.tolist(),
     }
@@ -169,7 +169,8 @@ def _score_shaped(task: Any, preds_in: np.ndarray, theory_in: np.ndarray | None,
     squeeze = (lambda a: a[:, 0]) if (k == 1 and not data.vector_output) else (lambda a: a)
     out: dict[str, Any] = {
         "metrics": metrics,
-        "not_applicable": _not_applicable(metrics, len(test_cells), None if stored_th is None else stored_th[test_cells]),
+        "not_applicable": _not_applicable(metrics, len(test_cells), None if stored_th is None else stored_th[test_cells],
+                                          task.additivity),
         "predictions": np.round(squeeze(stored), DECIMALS).tolist(),
         "theory_predictions": None if stored_th is None else np.round(squeeze(stored_th), DECIMALS).tolist(),
         "per_output": per_output or None,
@@ -179,9 +180,16 @@ def _score_shaped(task: Any, preds_in: np.ndarray, theory_in: np.ndarray | None,
     return out
 
 
-def _not_applicable(metrics: dict[str, float], n_heldout: int, theory_heldout: np.ndarray | None) -> dict[str, str]:
+def _not_applicable(metrics: dict[str, float], n_heldout: int, theory_heldout: np.ndarray | None,
+                    fitter: Any = None) -> dict[str, str]:
     """Metrics this cell carries whose value says nothing here (scoring.metric_facts' rules), with why."""
-    if "theory_r2" not in metrics:
-        return {}
-    why = r2_not_applicable(n_heldout, theory_heldout)
-    return {"theory_r2": why} if why else {}
+    out = {}
+    if "theory_r2" in metrics:
+        why = r2_not_applicable(n_heldout, theory_heldout)
+        if why:
+            out["theory_r2"] = why
+    if "additivity" in metrics and fitter is not None:
+        why = additivity_not_applicable(fitter.vacuous)
+        if why:
+            out["additivity"] = why
+    return out

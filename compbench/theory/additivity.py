@@ -81,6 +81,19 @@ class AdditivityFit:
         """pinv(xc), (p−1, n): the coefficients' map, built on first use (only some metrics need it)."""
         return self._svd.pinv()
 
+    @cached_property
+    def vacuous(self) -> bool:
+        """Whether the fit reproduces any held-out predictions whatever (the seen conjunctions span them): the score cannot fail.
+
+        True when the held-out rows of the hat matrix are the identity on the held-out cells and zero
+        elsewhere, as when every held-out cell has a feature of its own (a modular teacher's pairs, whose
+        single modules and their intercept span every pair's value).
+        """
+        test = np.flatnonzero(self.test_mask)
+        select = np.zeros_like(self._hat_test)
+        select[np.arange(len(test)), test] = 1.0
+        return bool(np.abs(self._hat_test - select).max() <= 1e-8)
+
     @property
     def n_features(self) -> int:
         """Number of feature columns (intercept included)."""
