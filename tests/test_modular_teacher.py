@@ -205,7 +205,7 @@ def test_khot_encoding():
 
 
 def test_docs_example_loads_and_builds():
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "tasks.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "how-to" / "tasks.md").read_text(encoding="utf-8")
     section = docs.split("## The modular_teacher family\n", 1)[1].split("\n## ", 1)[0]
     (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
     text = "name: docs\nseeds: 1\ntasks:\n" + "".join("  " + line + "\n" for line in block.splitlines()) + (

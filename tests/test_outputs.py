@@ -270,8 +270,8 @@ def test_docs_outputs_example_runs_and_its_numbers_hold(tmp_path):
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "docs" / "outputs.md").read_text()
-    (block,) = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "task-shapes.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) if b.startswith("name: leak-demo")]
     summary = run_suite(parse_suite(block, "leak-demo.yaml"), tmp_path, device="cpu", progress=False)
     share = {(r["model"], r["task"]): r["irrelevant_share"] for r in summary.records}
     # the numbers the page quotes

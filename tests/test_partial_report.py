@@ -28,8 +28,8 @@ models:
   - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
   - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
 expectations:
-  - {id: leak, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
+  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
+  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
 """
 TE_PLOTS = ("theory-te.png", "theory-te.svg", "grid-te.png", "grid-te.svg")
 
@@ -86,7 +86,7 @@ def test_a_partial_run_reports_the_whole_suite_and_keeps_the_other_tasks_plots(t
 def test_a_partial_run_judges_only_its_selection_while_the_report_shows_the_rest(tmp_path):
     # `impossible` fails on te; a run of --task add exits 0 (it judged add only), its report still shows te's FAIL.
     suite = tmp_path / "s.yaml"
-    suite.write_text(SUITE + "  - {id: impossible, claim: beats_kernel, models: [overlap], tasks: [te]}\n")
+    suite.write_text(SUITE + "  - {id: impossible, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], tasks: [te]}\n")
     out = tmp_path / "out"
     assert _cli("run", "--suite", str(suite), "--results", str(out), "-q").returncode == 1
     done = _cli("run", "--suite", str(suite), "--results", str(out), "--task", "add", "-q")

@@ -14,7 +14,7 @@ from compbench.runner.run import run_suite
 from compbench.suite import SuiteError, parse_suite
 from compbench.tasks import TaskData, TaskParamError, make_task, validate_split
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "tasks.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "tasks.md"
 
 
 def cell_set(task: TaskData, mask: np.ndarray) -> set[tuple[int, int]]:

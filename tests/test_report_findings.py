@@ -301,7 +301,7 @@ def test_robust_limits_keep_the_truth_and_cap_the_reach():
 def test_docs_findings_example_is_what_the_report_writes(tmp_path):
     """docs/reference/task-shapes.md quotes the Findings of its leak-demo suite with `bound: 0.5`: the lines a run writes."""
     text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "task-shapes.md").read_text(encoding="utf-8")
-    (block,) = re.findall(r"```yaml\n(.*?)```", text, flags=re.S)
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, flags=re.S) if b.startswith("name: leak-demo")]
     (quoted,) = re.findall(r"```text\n(- .*?)```", text, flags=re.S)
     assert block.count("bound: 0.3\n") == 1
     suite = tmp_path / "leak-demo.yaml"

@@ -54,7 +54,8 @@ def test_bundled_kernel_limits_suite_is_valid():
     assert {"kernel-relu", "mlp-lazy", "mlp-rich", "cd-svm", "cd-minnorm"} <= groups
     assert sum(m.group == "cd-svm" for m in loaded.models) == 2500
     claims = {e.claim for e in loaded.suite.expectations}
-    assert claims == {"matches_kernel", "at_chance", "beats_kernel", "additive", "slope_below_one", "ordered"}
+    assert claims == {"matches_kernel", "at_chance", "beats_kernel", "additive", "slope_below_one", "near_theory", "ordered"}
+    assert all(e.source is not None for e in loaded.suite.expectations)
 
 
 @pytest.mark.parametrize(
@@ -83,7 +84,7 @@ def test_bundled_kernel_limits_suite_is_valid():
         # 11. expectation with an unknown claim
         (GOOD.replace("claim: at_chance", "claim: at_random"), "bad.yaml:18: expectations[0].claim:"),
         # 12. expectation pattern matching nothing
-        (GOOD.replace("tasks: [te]", "tasks: [tee]"), "bad.yaml:20: expectations[0].tasks[0]: pattern 'tee' matches no task"),
+        (GOOD.replace("tasks: [te]", "tasks: [tee]"), "bad.yaml:21: expectations[0].tasks[0]: pattern 'tee' matches no task"),
         # 13. duplicate ids
         (GOOD.replace("id: te", "id: add"), "bad.yaml:7: tasks[1].id: duplicate id 'add'"),
         # 14. a python object tag is refused by safe loading

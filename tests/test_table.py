@@ -20,7 +20,7 @@ from compbench.suite import SuiteError, parse_suite
 from compbench.tasks import TaskData, TaskParamError, make_task
 from compbench.tasks import table as table_module
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "tasks.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "tasks.md"
 
 COLOUR = {"name": "colour", "values": ["red", "green", "blue"]}
 SHAPE = {"name": "shape", "values": ["circle", "square", "star", "moon"]}

@@ -11,6 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from compbench.records import TASK_KINDS, CellRecord, as_records
+from compbench.scoring.metric_facts import NA_UNJUDGEABLE
 from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
 
@@ -177,7 +178,7 @@ def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:
     if not ok:
         return "no finished cells"
     for metric in needs:
-        na = [r for r in ok if metric in r.not_applicable]
+        na = [r for r in ok if metric in r.not_applicable] if metric in NA_UNJUDGEABLE else []
         if na:
             return f"not applicable: {metric} of {na[0].model} says nothing here ({na[0].not_applicable[metric]})"
         missing = [r for r in ok if r.metric(metric) is None]

@@ -209,7 +209,7 @@ def departure_text(d: Departure) -> str:
 def _sentence(text: str) -> str:
     """The text with its first letter capitalised, unless it starts with a symbol or a mixed-case word (R², RMSE)."""
     first = text.split(" ", 1)[0]
-    return text[0].upper() + text[1:] if text and first.isalpha() and first.islower() else text
+    return text[0].upper() + text[1:] if text and first.replace("-", "").isalpha() and first.islower() else text
 
 
 def finding_parts(f: Finding) -> list[tuple[str, str]]:

@@ -204,6 +204,10 @@ def additivity_not_applicable(vacuous: bool) -> str | None:
 
 # Metrics whose value a record may declare not applicable (CellRecord.not_applicable), by rule above.
 NA_RULES = {"theory_r2": r2_not_applicable, "additivity": additivity_not_applicable}
+# Of those, the metrics a claim may not judge at all when n/a (their value cannot fail). R²(model, theory)
+# is not among them: against a constant theory its conventional 1 or 0 comes with max |model − theory|,
+# which `matches_kernel` reads beside it.
+NA_UNJUDGEABLE = frozenset({"additivity"})
 
 
 def fit_metrics() -> list[str]:
