@@ -7,7 +7,9 @@ sorting of a score column (best first on the first click, by the metric's direct
 column; keyboard sorting with aria-sort; the header row and the model column stay in view while the
 table scrolls; at 390 px no text below 12 px and nothing wider than the viewport outside a table's
 scroll box; printing keeps every column (the verdicts too); the filters; a score's link to its cell
-details; and axe-core (vendored under tests/fixtures/axe, MPL-2.0) finds no serious or critical violation.
+details; axe-core (vendored under tests/fixtures/axe, MPL-2.0) finds no serious or critical violation; the page
+opens with the suite's description, its papers and what held-out and theory mean, and its findings read as
+sentences with their ✓/✗ markers, and no visible text carries escape residue (a screenshot is written for a look).
 """
 
 from __future__ import annotations
@@ -71,6 +73,17 @@ models:
     tasks: [te]
 expectations:
   - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [kernel-relu], tasks: [te]}
+  - id: kernel-additive
+    claim: additive
+    models: [kernel-relu]
+    tasks: [add]
+    tolerance: 1.0e-6
+    source:
+      paper: Lippl & Stachenfeld, ICLR 2025
+      where: Thm. 4.2
+      value: kernel models are conjunction-wise additive
+      threshold: exact up to the least-squares fit's round-off
+      url: https://arxiv.org/abs/2405.16391
 """
 
 
@@ -286,3 +299,34 @@ def test_axe_finds_no_serious_or_critical_violation(browser):
             "const done = arguments[arguments.length - 1];"
             "axe.run(document).then(r => done(r.violations.map(v => [v.id, v.impact, v.nodes.length])));")
         assert [v for v in violations if v[1] in ("serious", "critical")] == [], violations
+
+
+def test_the_page_opens_by_explaining_itself_and_its_findings_read_as_sentences(browser, tmp_path):
+    d = browser()
+    about = d.find_element(By.CSS_SELECTOR, "header p.about").text
+    assert about == "a few seconds of kernels and a small network, for the browser tests"
+    link = d.find_element(By.CSS_SELECTOR, "header p.papers a")
+    assert link.text == "Lippl & Stachenfeld, ICLR 2025" and link.get_attribute("href") == "https://arxiv.org/abs/2405.16391"
+    meaning = d.find_element(By.CSS_SELECTOR, "header p.meaning").text
+    assert "held-out cells: combinations it never saw" in meaning and "The theory is the prediction of the model's own kernel" in meaning
+    items = d.find_elements(By.CSS_SELECTOR, "li.finding")
+    texts = [li.text for li in items]
+    assert [t.split(":", 1)[0] for t in texts] == ["chance", "kernel-additive"]
+    for t in texts:  # each a run of sentences: "id: Claim …. Source: …. It holds …."
+        assert t.endswith(".") and " Source: " in t and (" It holds" in t or " It does not hold" in t), t
+        assert t.split(": ", 1)[1][0].isupper(), t
+    assert "Source: Lippl & Stachenfeld, ICLR 2025, Thm. 4.2: kernel models are conjunction-wise additive." in texts[1]
+    # The markers are the check and the cross, not "\2713" read as an octal escape (it rendered as "¹3").
+    markers = d.execute_script("return [...document.querySelectorAll('li.finding')].map(li => getComputedStyle(li).listStyleType)")
+    assert [m.strip('" ') for m in markers] == ["✓", "✓"], markers
+    d.save_screenshot(str(tmp_path / "report-top.png"))
+
+
+def test_no_visible_text_carries_escape_residue(browser):
+    import re
+
+    text = browser().execute_script("return document.body.innerText")
+    assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", text), "a control character in the visible text"
+    for residue in ("\\u", "\\x", "&amp;", "&lt;", "&gt;", "&quot;", "&#"):
+        assert residue not in text, f"escape residue {residue!r} in the visible text"
+    assert "¹" not in text  # what an octal escape like "\2713" left in the findings
