@@ -512,7 +512,9 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
         groups = {r.group for r in records if param in (r.sweep or {})}
         yield (f"sweep-{param}", f"held-out score and additivity against {SWEEP_PARAMS[param].split(' (')[0]}",
                sweep_curves([r for r in records if r.group in groups], param))
-    ceilings = [m for m, tags in (getattr(loaded, "tags", None) or {}).items() if "ceiling" in tags]
+    from compbench.report.tables import ceiling_models
+
+    ceilings = [m for m in (getattr(loaded, "tags", None) or {}) if m in ceiling_models(loaded)]  # suite order
     if ceilings:
         tasks = [t.id for t in loaded.suite.tasks if any(r.task == t.id for r in records)]
         yield ("scores", "held-out score per split and model, with the theory's ceiling (models tagged `ceiling`)",
