@@ -574,8 +574,8 @@ def factor_bars(task: str, records: list[Record], factors: Sequence[str], colors
 def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence[str]):  # type: ignore[no-untyped-def]
     """Held-out score per task (split) and model: networks as bars (mean ± std over seeds), `ceilings` as lines.
 
-    A ceiling is a model the suite tags `ceiling` (e.g. the module-additive kernel: the best a kernel
-    model can do on held-out combinations), drawn across each task's group of bars.
+    A ceiling is a model tagged `ceiling` (e.g. `additive_projection`: the best module-additive fit of the
+    teacher, which bounds a kernel model on held-out combinations), drawn across each task's group of bars.
     """
     records = as_records(records)
     plt = _plt()
