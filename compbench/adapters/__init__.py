@@ -1,6 +1,7 @@
 """Model adapters: a registry plus the built-in kernel machine and MLP."""
 
 from compbench.adapters import kernel as _kernel  # noqa: F401  (registers "kernel")
+from compbench.adapters import projection as _projection  # noqa: F401  (registers "additive_projection")
 from compbench.adapters import mlp as _mlp  # noqa: F401  (registers "mlp")
 from compbench.adapters import convnet as _convnet  # noqa: F401  (registers "convnet")
 from compbench.adapters import resnet as _resnet  # noqa: F401  (registers "resnet")

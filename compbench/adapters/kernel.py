@@ -1,7 +1,8 @@
 """The `kernel` adapter: a kernel machine with an overlap, analytic infinite-width or additive kernel.
 
 `kernel: additive` has no conjunction term, so every kernel-regression prediction is additive by
-construction: the theory's additive ceiling computed directly. With a base kernel k_b (`base`:
+construction: one estimator of the additive class, fit on the training cells (the class's best fit
+of the targets, the ceiling, is the `additive_projection` adapter). With a base kernel k_b (`base`:
 relu_ntk or relu_nngp with `depth`, `sigma_w2`, `sigma_b2`):
 
 * `additive: modules` (default): inputs are a latent z (the cell's encoding, `latent_dim` or the

@@ -277,6 +277,12 @@ class BelowRatio(Claim):
 class OrderedParams(ClaimParams):
     """Decreasing order of a statistic of `metric` over the listed tasks (or models)."""
 
+    # Signed for `ordered`: each gap must exceed it, so a negative value is a one-sided slack ("a later entry
+    # exceeds an earlier one by at most |tolerance|", e.g. a model at most a noise margin above its ceiling).
+    tolerance: float | None = Field(
+        default=None, description="ordered: each gap must exceed this (negative: a later entry may exceed an earlier by "
+        "at most its size); close: the largest spread allowed (≥ 0)"
+    )
     metric: str = Field(description="the metric whose statistic is ordered")
     over: Literal["tasks", "models"] = "tasks"
     statistic: Literal["mean", "count_perfect"] = "mean"
@@ -375,9 +381,10 @@ class Close(Ordered):
 
     def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:
         listed = expectation.tasks if params.over == "tasks" else expectation.models
-        if len(listed) < 2:
-            return [(params.over, "'close' needs at least 2 entries to compare")]
-        return []
+        problems = [] if len(listed) >= 2 else [(params.over, "'close' needs at least 2 entries to compare")]
+        if params.tolerance is not None and params.tolerance < 0:
+            problems.append(("tolerance", f"'close' allows a spread up to its tolerance, which must be ≥ 0, got {params.tolerance:g}"))
+        return problems
 
     def _verdict(self, params: OrderedParams, name: str, subject: str, task: str, groups: list[list[Record]], tol: float) -> Verdict:
         values = self._values(params, groups)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compbench.report.tables import Table, leaderboard_cells, metric_header
+from compbench.report.tables import Table, ceiling_models, leaderboard_cells, metric_header
 from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
 
 
@@ -99,7 +99,7 @@ def headline(ctx: Any) -> str:
 
     failed = [v.expectation for v in ctx.verdicts if v.fails]
     head = f"Expectations: {verdict_counts(ctx.verdicts)}" + (f" (failing: {', '.join(dict.fromkeys(failed))})" if failed else "")
-    _, cells = leaderboard_cells(ctx.records, ctx.task_ids, ctx.expected)
+    _, cells = leaderboard_cells(ctx.records, ctx.task_ids, ctx.expected, ceiling_models(ctx.loaded))
     best = []
     for task in ctx.task_ids:
         top = [c for (_, t), c in cells.items() if t == task and c.best]

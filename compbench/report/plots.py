@@ -512,7 +512,9 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
         groups = {r.group for r in records if param in (r.sweep or {})}
         yield (f"sweep-{param}", f"held-out score and additivity against {SWEEP_PARAMS[param].split(' (')[0]}",
                sweep_curves([r for r in records if r.group in groups], param))
-    ceilings = [m for m, tags in (getattr(loaded, "tags", None) or {}).items() if "ceiling" in tags]
+    from compbench.report.tables import ceiling_models
+
+    ceilings = [m for m in (getattr(loaded, "tags", None) or {}) if m in ceiling_models(loaded)]  # suite order
     if ceilings:
         tasks = [t.id for t in loaded.suite.tasks if any(r.task == t.id for r in records)]
         yield ("scores", "held-out score per split and model, with the theory's ceiling (models tagged `ceiling`)",
@@ -572,8 +574,8 @@ def factor_bars(task: str, records: list[Record], factors: Sequence[str], colors
 def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence[str]):  # type: ignore[no-untyped-def]
     """Held-out score per task (split) and model: networks as bars (mean ± std over seeds), `ceilings` as lines.
 
-    A ceiling is a model the suite tags `ceiling` (e.g. the module-additive kernel: the best a kernel
-    model can do on held-out combinations), drawn across each task's group of bars.
+    A ceiling is a model tagged `ceiling` (e.g. `additive_projection`: the best module-additive fit of the
+    teacher, which bounds a kernel model on held-out combinations), drawn across each task's group of bars.
     """
     records = as_records(records)
     plt = _plt()

@@ -35,6 +35,12 @@ MIN_R2_CELLS = 3  # an R² over fewer held-out cells (or against a constant) say
 MISSING = "missing"  # the suite pairs them, but the store has no record (e.g. an interrupted run)
 
 Expected = Iterable[tuple[str, str, str]]  # (model id, sweep group, task id) pairs the suite asks for
+CEILING = "ceiling"  # the tag of a reference (e.g. a fit on every cell): shown beside the models, never best
+
+
+def ceiling_models(loaded: Any) -> frozenset[str]:
+    """The suite's models tagged `ceiling` (by the suite or by their adapter): references, not competitors."""
+    return frozenset(m for m, tags in (getattr(loaded, "tags", None) or {}).items() if CEILING in tags)
 
 
 @dataclass(frozen=True)
@@ -224,9 +230,13 @@ def _row_order(records: list[CellRecord], expected: list[tuple[str, str, str]], 
 
 
 def leaderboard_cells(
-    records: list[CellRecord], tasks: list[str], expected: Expected = ()
+    records: list[CellRecord], tasks: list[str], expected: Expected = (), references: Iterable[str] = ()
 ) -> tuple[list[str], dict[tuple[str, str], CellStats]]:
-    """Row labels and every (row, task) cell's statistics; cells neither run nor expected are absent."""
+    """Row labels and every (row, task) cell's statistics; cells neither run nor expected are absent.
+
+    `references` (models tagged `ceiling`, `ceiling_models`) get their statistics but are never best.
+    """
+    references = frozenset(references)
     records = as_records(records)
     expected = list(expected)
     members, big = _rows_key(records)
@@ -266,7 +276,8 @@ def leaderboard_cells(
             n = c.n_ok if not c.is_sweep else c.n_members
             c.at_chance = near_chance(c.mean, c.std, n, c.chance)
             c.above_chance = above_chance(c.mean, c.std, n, c.chance, lower)
-        col = [c for c in col if c.above_chance]
+        # A ceiling is no competitor (it may be fit on the held-out cells themselves): best is among the models.
+        col = [c for c in col if c.above_chance and c.model not in references]
         if col:
             top = min(c.mean for c in col) if lower else max(c.mean for c in col)
             for c in col:
@@ -321,14 +332,16 @@ def _task_metrics(records: list[CellRecord], tasks: list[str], kinds: dict[str, 
 
 def leaderboard(
     records: list[CellRecord], tasks: list[str], expected: Expected = (), kinds: dict[str, str] | None = None,
-    plots: dict[str, str] | None = None,
+    plots: dict[str, str] | None = None, references: Iterable[str] = (),
 ) -> Table:
     """Models × tasks: held-out score mean ± std over seeds; best per column (above chance) in bold.
 
-    `kinds`: task → kind, for each column's metric; `plots`: task → the anchor of its plot (HTML links).
+    `kinds`: task → kind, for each column's metric; `plots`: task → the anchor of its plot (HTML links);
+    `references`: models tagged `ceiling`, never bold.
     """
     records = as_records(records)
-    labels, cells = leaderboard_cells(records, tasks, expected)
+    references = frozenset(references)
+    labels, cells = leaderboard_cells(records, tasks, expected, references)
     metrics = _task_metrics(records, tasks, kinds)
     rows, best, keys, links, meta = [], set(), {}, {}, []
     for i, label in enumerate(labels):
@@ -361,13 +374,18 @@ def leaderboard(
         "`skipped`: invalid model (e.g. a non-PSD kernel); `missing`: the suite asks for the cell but no result is "
         "stored; blank: the suite does not run this model on this task."
     )
+    shown = [label for label in labels if label in references]
+    if shown:
+        note += (f" Tagged `{CEILING}` ({', '.join(shown)}): a reference the models are measured against (it may be "
+                 "fit on every cell, held-out ones included), never best.")
     return Table("Held-out score", note, headers, rows, frozenset(best), keys, directions=directions,
                  col_tasks={j: t for j, t in enumerate(tasks, start=1)}, row_meta=meta, links=links)
 
 
-def leaderboard_frame(records: list[CellRecord], tasks: list[str], expected: Expected = ()) -> pd.DataFrame:
-    """The leaderboard as one typed row per (model, task) cell, for leaderboard.csv."""
-    _, cells = leaderboard_cells(records, tasks, expected)
+def leaderboard_frame(records: list[CellRecord], tasks: list[str], expected: Expected = (),
+                      references: Iterable[str] = ()) -> pd.DataFrame:
+    """The leaderboard as one typed row per (model, task) cell, for leaderboard.csv (`references`: never best)."""
+    _, cells = leaderboard_cells(records, tasks, expected, references)
     columns = list(CellStats.__dataclass_fields__)
     import pandas as pd
 
@@ -748,7 +766,7 @@ def report_tables(ctx: Any) -> list[Table]:
     kinds = {t: d.kind for t, d in ctx.tasks.items()}
     heldout = {t: d.test_mask for t, d in ctx.tasks.items()}
     tables = [summary_table(ctx.summary, ctx.verdicts, run_facts(ctx)), tasks_table(ctx), models_table(ctx),
-              leaderboard(records, task_ids, expected, kinds), *factor_tables(records, task_ids, expected),
+              leaderboard(records, task_ids, expected, kinds, references=ceiling_models(ctx.loaded)), *factor_tables(records, task_ids, expected),
               theory_table(records, task_ids, expected, heldout)]
     sweeps = sweep_table(records)
     if sweeps:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from compbench.report.tables import CellStats, Table, cell_errors, factor_tables, leaderboard_cells, metric_header
+from compbench.report.tables import CellStats, Table, ceiling_models, cell_errors, factor_tables, leaderboard_cells, metric_header
 from compbench.scoring.metric_facts import score_metric
 
 
@@ -38,7 +38,7 @@ def compact_rows(loaded: Any, records: list[CellRecord]) -> tuple[list[str], lis
     """Headers ('model', 'te acc ↑', …), one row per model, and the (row, column) cells that are best."""
     records = as_records(records)
     tasks, expected = _tasks_expected(loaded)
-    labels, cells = leaderboard_cells(records, tasks, expected)
+    labels, cells = leaderboard_cells(records, tasks, expected, ceiling_models(loaded))
     kinds = getattr(loaded, "task_kinds", {}) or {}
     headers = ["model"] + [f"{t} {metric_header(score_metric(kinds[t]))}" if t in kinds else t for t in tasks]
     rows, best = [], set()

@@ -146,10 +146,10 @@ class CsvWriter(Reporter):
         import pandas as pd
 
         from compbench.claims import Verdict
-        from compbench.report.tables import leaderboard_frame, records_frame, theory_frame
+        from compbench.report.tables import ceiling_models, leaderboard_frame, records_frame, theory_frame
 
         csvs = {
-            "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected),
+            "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected, ceiling_models(ctx.loaded)),
             "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected, {t: d.test_mask for t, d in ctx.tasks.items()}),
             "records.csv": records_frame(ctx.records),
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
