@@ -5,28 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from compbench.tasks import make_task
-
 from compbench.cli import main
-
-TINY = """\
-name: tiny
-seeds: 2
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - id: overlap
-    adapter: kernel
-    params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}
-  - id: lazy
-    adapter: mlp
-    params: {width: 256, init_scale: 1.0, lr: 0.02, max_steps: 3000, loss_tol: 1.0e-3}
-expectations:
-  - {id: exact, source: {paper: compbench, threshold: a test fixture}, claim: matches_kernel, models: [overlap], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}
-  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-"""
+from compbench.tasks import make_task
+from tiny_suites import TINY
 
 
 @pytest.mark.slow

@@ -213,7 +213,7 @@ def test_sweep_params_copy_is_deep_and_equal():
 
 def test_a_cached_run_imports_neither_pandas_nor_scipy_nor_torch(tmp_path):
     # Each costs a cached run 0.2 s or more of imports; only computing or writing needs them.
-    from tests.test_cli import TINY
+    from tiny_suites import TINY
 
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY.replace("  - id: lazy\n    adapter: mlp\n    params: {width: 256, init_scale: 1.0, lr: 0.02, max_steps: 3000, loss_tol: 1.0e-3}\n", ""))
