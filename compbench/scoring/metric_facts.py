@@ -107,8 +107,10 @@ METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     MetricFact("heldout_mse", "held-out MSE", "lower", "regression"),
     # No default fit threshold for an MSE: its scale is the task's targets' (a suite may set one).
     MetricFact("train_mse", "training MSE", "lower", "regression", fit_metric=True),
+    # No default either: it is measured at new inputs of the training cells (in-distribution generalisation), so a
+    # low value is not a failure to fit (a modular teacher's kernels sit at 0.89 and fit every training sample).
     MetricFact("train_r2", "R² on the training cells at new inputs (function-valued cells)", "higher", "regression",
-               fit_metric=True, fit=0.9),
+               fit_metric=True),
     MetricFact("r2_gap", "train_r2 − heldout_r2: the in-distribution minus the held-out R²", "lower", "regression"),
     MetricFact("slope", "held-out slope of prediction vs truth", None, "regression", "theory_slope"),
     MetricFact("intercept", "held-out intercept", None, "regression"),
