@@ -333,7 +333,7 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
     loaded, summary, outcome = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    base = baseline_from_records(loaded.name, outcome.records, summary.device)
+    base = baseline_from_records(loaded.name, outcome.records, summary.device, args.profile)
     refused = _unrecordable(base)
     if refused is not None:
         return refused
@@ -354,6 +354,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
 
     baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
+    baseline.check_profile(Path(args.baseline), args.profile)  # and one of another profile, before anything runs
     result = _run_for_check(args, baseline.suite)
     if isinstance(result, int):
         return result
@@ -371,7 +372,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"  {r.line()}")
     code = EXIT_FAILED if failed or not outcome.passed else EXIT_OK
     if args.update:
-        new = baseline_from_records(loaded.name, outcome.records, summary.device)
+        new = baseline_from_records(loaded.name, outcome.records, summary.device, args.profile)
         refused = _unrecordable(new)
         if refused is None:
             new.write(Path(args.baseline))
