@@ -144,7 +144,7 @@ def _is_model(x: Any) -> bool:
     return (isinstance(x, str) and bool(x)) or (callable(x) and not isinstance(x, bool))
 
 
-def check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any, model_args: Any, tags: Any, seeds: Any,
+def _check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any, model_args: Any, tags: Any, seeds: Any,
                     device: Any, force: Any, report: Any, progress: Any, threads: Any) -> None:
     """Refuse evaluate()'s arguments of the wrong type or range, every problem at once, as one SuiteError naming each argument."""
     from compbench.runner.device import DEVICES
@@ -256,7 +256,7 @@ def evaluate(
     from compbench.suite import add_adapter_models, load_suite, matches, seeds_override, unmatched_tasks
     from compbench.suite.load import LoadedSuite as _Loaded
 
-    check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
+    _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
     loaded = suite if isinstance(suite, _Loaded) else load_suite(suite, profile)
     items: list[Any] = []
     if models is not None:
@@ -300,7 +300,7 @@ def evaluate(
     if report:  # as `compbench run`: another suite's results folder is refused before anything trains
         from compbench.report.publish import check_owner
 
-        check_owner(Path(out), loaded)  # type: ignore[arg-type]  # check_arguments: report needs out
+        check_owner(Path(out), loaded)  # type: ignore[arg-type]  # _check_arguments: report needs out
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
@@ -324,4 +324,4 @@ def evaluate(
                    Path(out) if out is not None else None, notes)
 
 
-__all__ = ["Results", "check_arguments", "evaluate"]
+__all__ = ["Results", "evaluate"]

@@ -140,7 +140,7 @@ _VALUES = st.one_of(
 _ARGS = st.one_of(_VALUES, st.lists(_VALUES, max_size=3), st.tuples(_VALUES))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(models=_ARGS, tasks=_ARGS, tags=_ARGS, seeds=_ARGS, threads=_ARGS)
 def test_fuzzed_arguments_run_or_are_refused_naming_the_argument(suite, models, tasks, tags, seeds, threads):
     try:
