@@ -16,14 +16,16 @@ OUT` would, and a later call reuses the cells it holds.
 from __future__ import annotations
 
 import contextlib
+import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compbench.outcome import SuiteOutcome
 from compbench.records import CellRecord
+from compbench.suite.source import SuiteError, SuiteIssue
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,6 +103,118 @@ class Results:
         return f"<compbench.Results {self.outcome.headline()}>"
 
 
+# evaluate()'s argument problems are the CLI's usage errors: a SuiteError (a ValueError) whose issues
+# name the argument ("evaluate(): tasks: ..."), raised before anything trains. The checks that the
+# CLI shares (a suite model's id, a task glob, a seed count) raise it with the CLI's flag as the field;
+# _ARG_OF renames those fields to evaluate()'s arguments so a Python user is never told "--model".
+WHERE = "evaluate()"
+_ARG_OF = {"--model": "models", "--model-args": "model_args", "--model-tags": "tags", "--seeds": "seeds",
+           "--seed-start": "seeds", "--task": "tasks"}
+
+
+def _issue(argument: str, message: str) -> SuiteIssue:
+    return SuiteIssue(WHERE, None, argument, message)
+
+
+def _shown(value: Any) -> str:
+    """A value as an error message quotes it: its type, and its repr cut short."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60] + '…' if len(text) > 60 else text}"
+
+
+def _list_problem(argument: str, value: Any, item_ok: Callable[[Any], bool], item_is: str) -> str | list[Any]:
+    """`value` as a list when it is a non-empty list-like of items `item_ok` accepts, else what is wrong."""
+    if isinstance(value, (str, bytes)):
+        return f"must be a list ({argument}=[{value!r}]), not a {type(value).__name__}"
+    if isinstance(value, Mapping) or not isinstance(value, Iterable) or isinstance(value, type):
+        return f"must be a list of {item_is}, got {_shown(value)}"
+    items = list(value)
+    if not items:
+        return f"{argument}=[] selects nothing; pass None (the default) for all"
+    bad = [(i, x) for i, x in enumerate(items) if not item_ok(x)]
+    if bad:
+        i, x = bad[0]
+        return f"item {i} is {_shown(x)}; each item is {item_is}"
+    return items
+
+
+def _is_model(x: Any) -> bool:
+    # A name, a reference or an object compbench can build a model from; which object is checked when it is
+    # added (compbench.adapters.user.adapter_for: an nn.Module instance is told to pass its class).
+    return (isinstance(x, str) and bool(x)) or (callable(x) and not isinstance(x, bool))
+
+
+def _check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any, model_args: Any, tags: Any, seeds: Any,
+                    device: Any, force: Any, report: Any, progress: Any, threads: Any) -> None:
+    """Refuse evaluate()'s arguments of the wrong type or range, every problem at once, as one SuiteError naming each argument."""
+    from compbench.runner.device import DEVICES
+    from compbench.runner.threads import MAX_THREADS
+    from compbench.suite.load import LoadedSuite as _Loaded
+    from compbench.suite.schema import is_tag
+
+    issues: list[SuiteIssue] = []
+    if not isinstance(suite, (str, os.PathLike, _Loaded)) or suite == "":
+        issues.append(_issue("suite", f"must be a suite's name, a path to its YAML file or a LoadedSuite, got {_shown(suite)}"))
+    if models is not None:
+        if isinstance(models, Mapping):
+            bad_key = next((k for k in models if not (isinstance(k, str) and k)), None)
+            if not models:
+                issues.append(_issue("models", "models={} selects nothing; pass None (the default) for every model"))
+            elif bad_key is not None:
+                issues.append(_issue("models", f"a dict names its models: key {_shown(bad_key)} is not a name"))
+            elif not all(_is_model(v) for v in models.values()):
+                issues.append(_issue("models", f"a dict maps names to models: {_shown(next(v for v in models.values() if not _is_model(v)))} "
+                                     "is none (a class, a factory build(in_shape, n_out) or a reference 'file.py:Name')"))
+        elif callable(models) and not isinstance(models, str):
+            name = getattr(models, "__name__", type(models).__name__)
+            issues.append(_issue("models", f"must be a list or a dict, not a single model: models=[{name}]"))
+        else:
+            problem = _list_problem("models", models, lambda x: _is_model(x) or isinstance(x, Mapping),
+                                    "a model id or glob, an adapter's name, a reference 'file.py:Name', or a class "
+                                    "or factory build(in_shape, n_out)")
+            if isinstance(problem, str):
+                issues.append(_issue("models", problem))
+    if tasks is not None:
+        problem = _list_problem("tasks", tasks, lambda x: isinstance(x, str) and bool(x), "a task id or glob (a str)")
+        if isinstance(problem, str):
+            issues.append(_issue("tasks", problem))
+    if not isinstance(tags, (list, tuple)) or not all(is_tag(t) for t in tags):
+        why = (f"must be a list (tags=[{tags!r}]), not a str: a str is not split into tags" if isinstance(tags, str)
+               else f"must be a list of tags (letters, digits, '_', '.', '-'), got {_shown(tags)}")
+        issues.append(_issue("tags", why))
+    if model_args is not None and not (isinstance(model_args, Mapping) and all(isinstance(k, str) for k in model_args)):
+        issues.append(_issue("model_args", f"must be a dict of parameter name → value, got {_shown(model_args)}"))
+    for name, value, low, high in (("seeds", seeds, 1, None), ("threads", threads, 0, MAX_THREADS)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):  # True is no seed count, "2" no number
+            issues.append(_issue(name, f"must be a whole number (an int) or None, got {_shown(value)}"))
+        elif value < low or (high is not None and value > high):
+            issues.append(_issue(name, f"must be {low:,} or more" + (f" and at most {high:,}" if high else "") + f", got {value:,}"))
+    if out is not None and not isinstance(out, (str, os.PathLike)):
+        issues.append(_issue("out", f"must be a path (str or Path) or None, got {_shown(out)}"))
+    if profile is not None and not (isinstance(profile, str) and profile):
+        issues.append(_issue("profile", f"must be a profile's name (a str) or None, got {_shown(profile)}"))
+    if not (isinstance(device, str) and device in DEVICES):
+        issues.append(_issue("device", f"must be one of {', '.join(DEVICES)}, got {_shown(device)}"))
+    for name, value in (("force", force), ("report", report), ("progress", progress)):
+        if not isinstance(value, bool):
+            issues.append(_issue(name, f"must be True or False, got {_shown(value)}"))
+    if report is True and out is None:
+        issues.append(_issue("report", "report=True writes the report into `out`: give out=PATH"))
+    if issues:
+        raise SuiteError(issues)
+
+
+@contextlib.contextmanager
+def _as_arguments() -> Iterator[None]:
+    """A usage error of a check the CLI shares, re-raised naming evaluate()'s argument rather than the CLI's flag."""
+    try:
+        yield
+    except SuiteError as exc:
+        raise SuiteError([SuiteIssue(i.file, i.line, _ARG_OF.get(i.field, i.field), i.message) for i in exc.issues]) from None
+
+
 def evaluate(
     suite: str | Path | LoadedSuite,
     models: Iterable[Any] | Mapping[str, Any] | None = None,
@@ -109,7 +223,7 @@ def evaluate(
     *,
     profile: str | None = None,
     model_args: Mapping[str, Any] | None = None,
-    tags: Iterable[str] = (),
+    tags: list[str] | tuple[str, ...] = (),
     seeds: int | None = None,
     device: str = "auto",
     force: bool = False,
@@ -119,40 +233,52 @@ def evaluate(
 ) -> Results:
     """Run a suite (or part of it) and return its results in memory; the Python face of `compbench run`.
 
-    `models`: which models run. Each item is a suite model's id or glob, a registered adapter's
-    name, a reference (`"path/to/file.py:Name"`, `"package.module:Name"`) or an object: an
-    `Adapter` subclass or a factory of a `torch.nn.Module` called as `build(in_shape, n_out)` (e.g.
-    the module's class). A mapping names its objects: `{"gated": GatedMLP}`. Added models run on
-    every task of the suite whose inputs they take, with `model_args` as their parameters (over the
-    suite's `added_networks` settings) and `tags` beside their adapter's (e.g. `lazy`). None:
-    every model of the suite. `tasks`: task id globs (None: all). `out`: where to keep the store
-    (None: a temporary directory, removed on return). `report`: also write the report into `out`.
-    `threads`: torch threads per training process (None: compbench's policy, one; 0: torch's default).
+    `models`: which models run, a list (or a dict). Each item is a suite model's id or glob, a
+    registered adapter's name, a reference (`"path/to/file.py:Name"`, `"package.module:Name"`) or an
+    object: an `Adapter` subclass or a factory of a `torch.nn.Module` called as `build(in_shape,
+    n_out)` (e.g. the module's class, not an instance). A mapping names its objects: `{"gated":
+    GatedMLP}`. Added models run on every task of the suite whose inputs they take, with
+    `model_args` as their parameters (over the suite's `added_networks` settings) and `tags` (a
+    list: `tags=["lazy"]`) beside their adapter's. None: every model of the suite. `tasks`: a list
+    of task id globs (None: all). `out`: where to keep the store (None: a temporary directory,
+    removed on return). `report`: also write the report into `out`. `threads`: torch threads per
+    training process (None: compbench's policy, one; 0: torch's default).
+
+    Bad arguments raise `compbench.suite.SuiteError` (a ValueError) naming each argument, before
+    anything trains: a wrong type (a str where a list is due, a bool for a count), an empty list
+    (pass None for "all"), a glob that matches no task or model (a typo), a results folder `out`
+    that holds another suite's report when `report=True`.
     """
     import time
 
     from compbench.outcome import outcome_of_run
     from compbench.runner.run import run_suite, unselected
-    from compbench.suite import add_adapter_models, load_suite, seeds_override
+    from compbench.suite import add_adapter_models, load_suite, matches, seeds_override, unmatched_tasks
     from compbench.suite.load import LoadedSuite as _Loaded
 
-    if report and out is None:
-        raise ValueError("report=True writes the report into `out`: give out=PATH")
+    _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
     loaded = suite if isinstance(suite, _Loaded) else load_suite(suite, profile)
     items: list[Any] = []
     if models is not None:
         items = [dict(models)] if isinstance(models, Mapping) else list(models)
-        if isinstance(models, str):
-            raise TypeError(f"models must be a list (models=[{models!r}]), not a str")
-    added = add_adapter_models(loaded, items, dict(model_args or {}), tuple(tags)) if items else {}
+    with _as_arguments():
+        added = add_adapter_models(loaded, items, dict(model_args or {}), tuple(tags)) if items else {}
     if model_args and not added:
-        raise ValueError("model_args sets the parameters of models added by `models`; none was added")
+        raise SuiteError([_issue("model_args", "sets the parameters of models added by `models`; none was added")])
+    if tags and not added:
+        raise SuiteError([_issue("tags", "are added to the tags of models added by `models` (no model of the suite); "
+                                 "none was added")])
     patterns: list[str] | None = None
     if items:  # each item selects its model: a str by id or glob (a reference by the model it added), an object by its name
         patterns = []
         for item in items:
             names = [str(k) for k in item] if isinstance(item, dict) else [item if isinstance(item, str) else str(getattr(item, "__name__", ""))]
             patterns += [added.get(n, n) for n in names]
+        unmatched = [p for p in patterns if not any(matches(m.id, [p], m.group) for m in loaded.models)]
+        if unmatched:
+            raise SuiteError([_issue("models", f"{' '.join(unmatched)} matches no model of suite {loaded.name} and no "
+                                     f"adapter (models: {', '.join(m.id for m in loaded.suite.models)}; adapters: "
+                                     "see `compbench list`)")])
     from compbench.adapters import get_adapter
 
     notes = [f"model {model_id!r} has no source compbench can read (defined interactively?): its cells are "
@@ -165,10 +291,16 @@ def evaluate(
         for note in notes:
             print(note, file=sys.stderr)
     if seeds is not None:
-        seeds_override(loaded, seeds)
+        with _as_arguments():
+            seeds_override(loaded, seeds)
     task_patterns = list(tasks) if tasks is not None else None
-    if isinstance(tasks, str):
-        raise TypeError(f"tasks must be a list (tasks=[{tasks!r}]), not a str")
+    unmatched_task = unmatched_tasks(loaded, task_patterns) if task_patterns else None
+    if unmatched_task:
+        raise SuiteError([_issue("tasks", unmatched_task)])
+    if report:  # as `compbench run`: another suite's results folder is refused before anything trains
+        from compbench.report.publish import check_owner
+
+        check_owner(Path(out), loaded)  # type: ignore[arg-type]  # _check_arguments: report needs out
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
@@ -176,7 +308,8 @@ def evaluate(
         summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
                             task_patterns=task_patterns, progress=progress, threads=threads)
         if patterns and not summary.jobs:
-            raise ValueError(f"models {patterns} match no model of suite {loaded.name} on the tasks selected")
+            raise SuiteError([_issue("models", f"{' '.join(patterns)} run on none of the tasks selected of suite "
+                                     f"{loaded.name}")])
         outcome = outcome_of_run(loaded, summary, profile=profile, partial=summary.partial)
         if report:
             from compbench.report.publish import publish_run

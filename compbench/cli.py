@@ -156,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.terminal import one_line
     from compbench.runner.run import run_suite, unselected
-    from compbench.suite import matches, seeds_override
+    from compbench.suite import seeds_override, unmatched_tasks
 
     formats = parse_formats(args.format)
     loaded = _load(args, args.profile)
@@ -170,9 +170,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(f"--fail-fast works with --executor local only (a {args.executor} executor has other cells in flight "
              "when one fails); drop one of them")
         return EXIT_USAGE
-    if args.task and not any(matches(t.id, args.task) for t in loaded.suite.tasks):
-        _err(f"--task {' '.join(args.task)} matches no task of suite {loaded.name} "
-             f"(tasks: {', '.join(t.id for t in loaded.suite.tasks)})")
+    unmatched = unmatched_tasks(loaded, args.task) if args.task else None
+    if unmatched:
+        _err(f"--task {unmatched}")
         return EXIT_USAGE
     # A reference (--model file.py:Name) selects the model it added, by that model's id.
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
@@ -333,7 +333,7 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
     loaded, summary, outcome = result
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    base = baseline_from_records(loaded.name, outcome.records, summary.device)
+    base = baseline_from_records(loaded.name, outcome.records, summary.device, args.profile)
     refused = _unrecordable(base)
     if refused is not None:
         return refused
@@ -354,6 +354,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
 
     baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
+    baseline.check_profile(Path(args.baseline), args.profile)  # and one of another profile, before anything runs
     result = _run_for_check(args, baseline.suite)
     if isinstance(result, int):
         return result
@@ -371,7 +372,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"  {r.line()}")
     code = EXIT_FAILED if failed or not outcome.passed else EXIT_OK
     if args.update:
-        new = baseline_from_records(loaded.name, outcome.records, summary.device)
+        new = baseline_from_records(loaded.name, outcome.records, summary.device, args.profile)
         refused = _unrecordable(new)
         if refused is None:
             new.write(Path(args.baseline))

@@ -137,6 +137,7 @@ class SuiteFile(pytest.File):
 
             try:
                 self.baseline = Baseline.read(Path(baseline_path))
+                self.baseline.check_profile(Path(baseline_path), self.config.getoption("compbench_profile"))
             except BaselineError as exc:
                 raise self.CollectError(str(exc)) from None
             if self.baseline.suite != self.loaded.name:
@@ -211,14 +212,14 @@ class CellItem(pytest.Item):
             if v.fails:  # FAIL and XPASS; an XFAIL passes here as it does in run, report and check
                 problems.append(v.line())
         if parent.baseline is not None:
-            from compbench.check import Baseline, cell_summaries, compare
+            from compbench.check import Baseline, cell_summaries, failing_lines
 
             # Only this item's cells: the baseline's other cells are other items' business.
             current = cell_summaries(records)
             baseline = parent.baseline
             base = Baseline(baseline.suite, {c: baseline.cells[c] for c in current if c in baseline.cells}, baseline.policy)
             allow_new = self.config.getoption("compbench_allow_new")
-            problems.extend(row.line() for row in compare(base, current, allow_new=allow_new) if row.failed)
+            problems.extend(failing_lines(base, current, allow_new=allow_new))
             # This item's cell as the baseline names it, when no record of it survived (all skipped).
             subject, task = self.name.split("::", 1)
             for cell in (f"{subject}/{task}", f"{subject}[*]/{task}"):
@@ -283,11 +284,10 @@ class OutcomeItem(pytest.Item):
         problems = outcome.problems()
         problems += [f"  {v.line()}" for v in outcome.failing_verdicts]
         if parent.baseline is not None:
-            from compbench.check import cell_summaries, compare
+            from compbench.check import cell_summaries, failing_lines
 
             allow_new = self.config.getoption("compbench_allow_new")
-            problems += [row.line() for row in compare(parent.baseline, cell_summaries(outcome.records), allow_new=allow_new)
-                         if row.failed]
+            problems += failing_lines(parent.baseline, cell_summaries(outcome.records), allow_new=allow_new)
         if problems:
             raise CompbenchFailure(f"{outcome.headline()}\n" + "\n".join(problems))
 

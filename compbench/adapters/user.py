@@ -70,11 +70,11 @@ def is_reference(text: str) -> bool:
     # this process) is still a reference: it is loaded again, so an edited file is read again.
     if text in ADAPTERS.names() and not getattr(ADAPTERS.get(text), "__compbench_reference__", False):
         return False
-    m = _REFERENCE.match(text)
+    m = _REFERENCE.fullmatch(text)
     if m is None:
         return False
     target = m.group("target")
-    return target.endswith(".py") or "/" in target or "\\" in target or bool(_MODULE.match(target))
+    return target.endswith(".py") or "/" in target or "\\" in target or bool(_MODULE.fullmatch(target))
 
 
 def _module_name(path: Path) -> str:
@@ -147,7 +147,7 @@ def load_reference(text: str, model_id: str | None = None, *, base: Path | None 
     A relative file path is taken from `base` (a suite's folder) or else the working directory;
     `option` names where the reference was given, in error messages (`--model`, a suite's `adapter`).
     """
-    m = _REFERENCE.match(text)
+    m = _REFERENCE.fullmatch(text)
     shown_ref = f"{option} {text}"
     if m is None:
         raise ModelReferenceError(f"{shown_ref}: expected path/to/file.py:Name or package.module:Name")
@@ -191,15 +191,15 @@ def adapter_for(obj: Any, model_id: str | None = None, *, adapter_name: str | No
     import torch
 
     name = model_id or getattr(obj, "__name__", None)
+    if isinstance(obj, torch.nn.Module):  # before the name: an instance has none, and a name would not help
+        raise ModelReferenceError(
+            f"model {name or type(obj).__name__!r} is an nn.Module instance ({type(obj).__name__}(...)); pass its class "
+            f"({type(obj).__name__}) or a factory build(in_shape, n_out), so that every seed gets its own initialisation")
     if not name:
         raise ModelReferenceError(f"{obj!r} has no __name__: give the model a name (models={{'name': obj}})")
     if isinstance(obj, type) and issubclass(obj, Adapter):
         cls: type[Adapter] = obj
     elif (isinstance(obj, type) and issubclass(obj, torch.nn.Module)) or (callable(obj) and not isinstance(obj, type)):
-        if isinstance(obj, torch.nn.Module):
-            raise ModelReferenceError(
-                f"model {name!r} is an nn.Module instance; give its class or a factory build(in_shape, n_out), "
-                "so that every seed gets its own initialisation")
         try:
             check_factory(obj, f"model {name!r}")
         except TypeError as exc:

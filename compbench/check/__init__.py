@@ -1,7 +1,7 @@
 """Regression checks of model families against recorded baselines."""
 
 from compbench.check.baseline import BASELINE_SCHEMA, Baseline, BaselineError, baseline_from_records, cell_summaries
-from compbench.check.compare import CheckRow, compare, format_rows
+from compbench.check.compare import CheckRow, compare, failing_lines, format_rows
 
 __all__ = [
     "BASELINE_SCHEMA",
@@ -11,5 +11,6 @@ __all__ = [
     "baseline_from_records",
     "cell_summaries",
     "compare",
+    "failing_lines",
     "format_rows",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import numbers
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,8 @@ import numpy as np
 
 from compbench import __version__
 from compbench.records import CellRecord, as_records, big_groups
-from compbench.scoring.metric_facts import direction_of, score_metric
+from compbench.limits import MAX_SEED
+from compbench.scoring.metric_facts import bounds_of, direction_of, score_metric
 from compbench.files import write_atomic
 
 BASELINE_SCHEMA = 1
@@ -30,6 +32,7 @@ DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "mean_heldout": {"k": 2.5, "floor": 0.01},
 }
 POLICY_FIELDS = ("direction", "k", "floor")
+MAX_N = MAX_SEED + 1  # a distribution over more seeds than there are seeds is a hand-edit (and overflows a float)
 
 
 class BaselineError(ValueError):
@@ -46,6 +49,7 @@ class Baseline:
     device_class: str = "cpu"
     compbench_version: str = __version__
     created: str = ""
+    profile: str | None = None  # the suite profile it was recorded under (None: the default); a check must run the same
 
     def to_json(self) -> str:
         """Human-readable JSON, keys sorted so diffs review well."""
@@ -56,6 +60,7 @@ class Baseline:
             "device_class": self.device_class,
             "created": self.created,
             "policy": self.policy,
+            "profile": self.profile,
             "cells": self.cells,
         }
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
@@ -80,11 +85,26 @@ class Baseline:
             raise BaselineError(f"{path}: baseline schema version {found} != {BASELINE_SCHEMA}; re-record it")
         try:
             base = cls(doc["suite"], doc["cells"], doc.get("policy") or DEFAULT_POLICY, doc.get("device_class", "cpu"),
-                       doc.get("compbench_version", "?"), doc.get("created", ""))
+                       doc.get("compbench_version", "?"), doc.get("created", ""), doc.get("profile"))
         except KeyError as exc:
             raise BaselineError(f"{path}: missing field {exc.args[0]!r}") from None
+        if base.profile is not None and not (isinstance(base.profile, str) and base.profile):
+            raise BaselineError(f"{path}: field 'profile' must name a profile of the suite, or be null (the default), "
+                                f"got {base.profile!r}")
         _validate(path, base)
         return base
+
+    def check_profile(self, path: Path, profile: str | None) -> None:
+        """Refuse a check under another profile than the baseline's: its cells ran other settings, so every
+        comparison would be between different experiments (a baseline without the field is the default's)."""
+        if (self.profile or None) != (profile or None):
+            def words(p: str | None) -> str:
+                return f"profile {p!r}" if p else "the default profile"
+
+            raise BaselineError(f"{path}: recorded under {words(self.profile)} of suite {self.suite!r}, but this check runs "
+                                f"{words(profile)}; nothing was run: check with "
+                                + (f"--profile {self.profile}" if self.profile else "no --profile")
+                                + f", or record a baseline under {words(profile)}")
 
     def problems(self) -> list[str]:
         """Cells that must not be recorded: 'cell: why' for failed seeds and missing or non-finite metrics."""
@@ -138,20 +158,68 @@ def _validate(path: Path, base: Baseline) -> None:
         metrics = entry.get("metrics") if isinstance(entry, dict) else None
         if not isinstance(metrics, dict) or not metrics:
             raise BaselineError(f"{path}: cell {cell!r} has no metrics")
+        members = entry.get("members")
+        if members is not None and not (_whole(members) and 0 <= members <= MAX_N):
+            raise BaselineError(f"{path}: cell {cell!r} members must be a whole number of sweep members, got {_short(members)}")
         for metric, d in metrics.items():
-            ok = (isinstance(d, dict) and _finite(d.get("mean")) and _finite(d.get("std")) and d["std"] >= 0
-                  and isinstance(d.get("n"), int) and d["n"] >= 1 and not d.get("nonfinite"))
-            if not ok:
-                raise BaselineError(f"{path}: cell {cell!r} metric {metric!r} is not a finite distribution over n ≥ 1 "
-                                    f"seeds: {d!r}; re-record the baseline")
+            why = _distribution_problem(metric, d)
+            if why:
+                raise BaselineError(f"{path}: cell {cell!r} metric {metric!r}: {why}; re-record the baseline "
+                                    "(`compbench baseline record`)")
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:40]}… ({len(text):,} characters)"
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def max_std(low: float, high: float, mean: float, n: int) -> float:
+    """The largest sample std (ddof=1) that n values within [low, high] with this mean can have: 0 for one value;
+    √n·(high − mean) with only an upper bound (n − 1 values at it, one far below), and at most √(n/(n−1))·(high − low)/2."""
+    if n <= 1:
+        return 0.0
+    return min(math.sqrt(n) * (high - mean), math.sqrt(n) * (mean - low), math.sqrt(n / (n - 1)) * (high - low) / 2)
+
+
+def _distribution_problem(metric: str, d: Any) -> str | None:
+    """What makes `d` no distribution of `metric` over seeds that a run could have recorded, else None:
+    typed numbers (a str is not one), finite, within the metric's range, a spread those bounds allow, and values
+    that agree with them."""
+    if not isinstance(d, dict):
+        return f"must be an object {{mean, std, n, values}}, got {_short(d)}"
+    if d.get("nonfinite"):
+        return f"{d['nonfinite']} value(s) were missing or non-finite when it was recorded"
+    for fld in ("mean", "std"):
+        if not _finite(d.get(fld)):
+            return f"{fld} must be a finite number, got {_short(d.get(fld))}"
+    n = d.get("n")
+    if not (_whole(n) and 1 <= n <= MAX_N):
+        return f"n must be a whole number of seeds from 1 to {MAX_N:,}, got {_short(n)}"
+    low, high = bounds_of(metric)
+    mean, std = float(d["mean"]), float(d["std"])
+    if not low <= mean <= high:
+        return f"mean {mean!r} lies outside [{low:g}, {high:g}], the values {metric} can take"
+    limit = max_std(low, high, mean, n)
+    if not 0 <= std <= limit * (1 + 1e-9) + 1e-12:
+        return (f"std {std!r} is impossible for {n} seed(s) of {metric} (in [{low:g}, {high:g}]) with mean {mean:.6g}: "
+                f"at most {limit:.6g}")
+    values = d.get("values")
+    if values is not None:
+        if not (isinstance(values, list) and len(values) == n and all(_finite(v) for v in values)):
+            return f"values must be a list of {n} finite numbers (one per seed), got {_short(values)}"
+        tol = 1e-4 * max(1.0, abs(mean))  # values are recorded rounded to 6 decimals
+        if abs(float(np.mean(values)) - mean) > tol or (n > 1 and abs(float(np.std(values, ddof=1)) - std) > tol):
+            return f"mean {mean:.6g} and std {std:.6g} disagree with its values {_short(values)}"
+    return None
 
 
 def _finite(v: Any) -> bool:
-    """Whether v is a real, finite number (None, NaN, ±inf and non-numbers are not)."""
-    try:
-        return not isinstance(v, bool) and math.isfinite(float(v))
-    except (TypeError, ValueError):
-        return False
+    """Whether v is a real, finite number (None, NaN, ±inf, booleans and strings such as "1e9" are not)."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
 def _dist(values: list[Any]) -> dict[str, Any]:
@@ -218,7 +286,7 @@ def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str
     return out
 
 
-def baseline_from_records(suite: str, records: list[CellRecord], device: str) -> Baseline:
-    """A baseline recording every cell's metric distributions."""
+def baseline_from_records(suite: str, records: list[CellRecord], device: str, profile: str | None = None) -> Baseline:
+    """A baseline recording every cell's metric distributions, and the profile they ran under."""
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
-    return Baseline(suite, cell_summaries(records), device_class=device, created=created)
+    return Baseline(suite, cell_summaries(records), device_class=device, created=created, profile=profile)

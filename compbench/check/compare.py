@@ -14,7 +14,7 @@ from typing import Any
 
 from tabulate import tabulate
 
-from compbench.check.baseline import DEFAULT_POLICY, Baseline
+from compbench.check.baseline import DEFAULT_POLICY, Baseline, BaselineError
 from compbench.scoring.metric_facts import direction_of
 
 FAILING = ("REGRESSED", "CHANGED", "missing", "error", "non-finite", "fewer-seeds")
@@ -73,6 +73,12 @@ def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], p
     for metric, why in sorted(na.items()):
         base = base_cell["metrics"].get(metric)
         rows.append(CheckRow(cell, metric, _fmt(base) if base else "n/a", f"n/a ({why})", math.nan, math.nan, NOT_GATED))
+    # A metric this run measures for the cell must be in the baseline: a cell with a metric deleted (by hand,
+    # or by an older compbench) would otherwise pass that metric unchecked.
+    unrecorded = sorted(m for m in now_cell["metrics"] if m not in base_cell["metrics"] and m not in na)
+    if unrecorded:
+        raise BaselineError(f"baseline cell {cell!r} has no {', '.join(unrecorded)}, which this run measures for it, so a "
+                            "check would never compare it; re-record the baseline (`compbench baseline record`)")
     for metric, base in base_cell["metrics"].items():
         if metric in na:
             continue
@@ -115,6 +121,14 @@ def compare(baseline: Baseline, current: dict[str, dict[str, Any]], k: float | N
         else:
             rows.extend(_cell_rows(cell, baseline.cells[cell], current[cell], baseline.policy, k))
     return rows
+
+
+def failing_lines(baseline: Baseline, current: dict[str, dict[str, Any]], allow_new: bool = False) -> list[str]:
+    """Each failing row's line, or the one line saying why the baseline cannot be compared (a pytest item's failure)."""
+    try:
+        return [r.line() for r in compare(baseline, current, allow_new=allow_new) if r.failed]
+    except BaselineError as exc:
+        return [str(exc)]
 
 
 def format_rows(rows: list[CheckRow], only_notable: bool = False) -> str:

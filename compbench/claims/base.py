@@ -25,6 +25,14 @@ class ClaimParams(StrictParams):
     tolerance: float | None = Field(default=None, ge=0, description="how far from the ideal still passes (claim's default if unset)")
 
 
+def needs_text(threshold: str, measured: float) -> str:
+    """'needs T', or why a verdict has no threshold: every face words a verdict's bar alike (never "needs ")."""
+    if threshold:
+        return f"needs {threshold}"
+    # A claim that could not judge (a failed cell, a missing metric) returns no threshold: say so.
+    return "no threshold: the claim had no value to judge" if measured != measured else "no threshold: the claim gave none"
+
+
 @dataclass(frozen=True)
 class Verdict:
     """One checked claim for one subject (model or sweep) on one task (or task list)."""
@@ -55,7 +63,7 @@ class Verdict:
     def line(self) -> str:
         """The verdict as one line, worded alike by every command: status, expectation, claim, subject, task, value, threshold."""
         value = f"measured {self.measured:.4g}" if self.measured == self.measured else "not measured"
-        needs = f" (needs {self.threshold})" if self.threshold else ""
+        needs = f" ({needs_text(self.threshold, self.measured)})"
         extra = "".join(f"; {x}" for x in (self.detail, (f"known failure: {self.known_failure}" if self.known_failure else ""),
                                             self.warning) if x)
         return f"{self.status} {self.expectation} [{self.claim}] {self.subject} on {self.task}: {value}{needs}{extra}"

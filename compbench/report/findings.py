@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compbench.claims.base import needs_text
 from compbench.scoring.expectations import Verdict
 
 MAX_NAMED = 6  # models named per list; the rest are counted ("and 3 more")
@@ -118,13 +119,13 @@ def shortfall(measured: float, threshold: str) -> float | None:
     """
     if not math.isfinite(measured):
         return None
-    m = _BOUND.match(threshold.split(",")[0])
+    m = _BOUND.fullmatch(threshold.split(",")[0])
     if not m:
         return None
     bound, lhs = float(m.group("bound")), m.group("lhs")
     value = measured
     if lhs.startswith("|"):
-        d = _DISTANCE.match(lhs)
+        d = _DISTANCE.fullmatch(lhs)
         if not d:
             return None
         value = abs(measured - float(d.group("centre")))
@@ -203,7 +204,7 @@ def departure_text(d: Departure) -> str:
     by = f"; short by {d.short_by:.3g}" if d.short_by is not None and d.short_by > 0 else ""
     known = f" — known failure: {d.known_failure}" if d.known_failure else ""
     warn = f" ({d.warning})" if d.warning else ""
-    return f"{d.subject} on {d.task}: measured {_number(d.measured)} (needs {d.threshold}{by}){known}{warn}"
+    return f"{d.subject} on {d.task}: measured {_number(d.measured)} ({needs_text(d.threshold, d.measured)}{by}){known}{warn}"
 
 
 def _sentence(text: str) -> str:

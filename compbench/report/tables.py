@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal lea
 from compbench import __version__
 from compbench.records import BIG_SWEEP, CellRecord, as_records, big_groups
 from compbench.report.escape import md_cell, md_text
+from compbench.claims.base import needs_text
 from compbench.scoring.expectations import Verdict
 from compbench.scoring.metric_facts import METRICS, PER_FACTOR, chance_level, per_factor_groups, score_metric
 
@@ -681,7 +682,8 @@ def sweep_table(records: list[CellRecord]) -> Table | None:
 
 def expectations_table(verdicts: list[Verdict]) -> Table:
     """Each claim checked: subject, task, measured value, threshold, PASS/FAIL/XFAIL/XPASS; passing rows folded behind their count."""
-    rows = [[v.expectation, v.claim, v.subject, v.task, f"{v.measured:.4g}", v.threshold, v.status, v.detail] for v in verdicts]
+    rows = [[v.expectation, v.claim, v.subject, v.task, f"{v.measured:.4g}", v.threshold or needs_text(v.threshold, v.measured), v.status,
+             v.detail] for v in verdicts]
     headers = ["expectation", "claim", "model", "task", "measured", "threshold", "verdict", "detail"]
     keys = {(i, 4): v.measured for i, v in enumerate(verdicts) if not math.isnan(v.measured)}
     meta = [{"model": v.subject, "task": v.task, "status": v.status} for v in verdicts]

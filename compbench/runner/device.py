@@ -62,9 +62,12 @@ def cuda_impossible() -> bool:
     return build["hip"] is None and sys.platform.startswith("linux") and not cuda_driver_loadable()
 
 
+DEVICES = ("auto", "cpu", "cuda")  # what --device and evaluate(device=) take
+
+
 def resolve_device(requested: str = "auto") -> str:
     """'auto' → 'cuda' if available else 'cpu'; 'cuda' without CUDA is an error."""
-    if requested not in ("auto", "cpu", "cuda"):
+    if requested not in DEVICES:
         raise ValueError(f"device must be auto, cpu or cuda, got {requested!r}")
     if requested == "cpu":
         return "cpu"

@@ -29,6 +29,10 @@ class MetricFact:
     # the run, the report and `check` warn about it (a warning, never a failure).
     fit_metric: bool = False
     fit: float | None = None
+    # The values the metric can take: an accuracy lies in [0, 1], an R² at most 1 (`check` refuses a
+    # baseline whose numbers lie outside, or whose spread over seeds these bounds make impossible).
+    low: float = float("-inf")
+    high: float = float("inf")
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -60,13 +64,13 @@ class _Metrics(dict):
 # record carries `base.factor` for every factor (factor_r2.scale, factor_slope.x, class_acc.shape).
 PER_FACTOR: dict[str, MetricFact] = _facts(
     MetricFact("factor_r2", "held-out R² against the factor's variance over the whole grid", "higher", "regression", "theory_factor_r2", 0.0,
-               short="R²"),
+               short="R²", high=1.0),
     MetricFact("factor_slope", "held-out slope of prediction vs truth", None, "regression", "theory_factor_slope", short="slope"),
     MetricFact("class_acc", "held-out accuracy as a class (largest one-hot output)", "higher", "regression", "theory_class_acc",
-               short="accuracy"),
-    MetricFact("theory_factor_r2", "held-out R² of the theory against the factor's variance", "higher", "regression", needs_theory=True),
+               short="accuracy", low=0.0, high=1.0),
+    MetricFact("theory_factor_r2", "held-out R² of the theory against the factor's variance", "higher", "regression", needs_theory=True, high=1.0),
     MetricFact("theory_factor_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
-    MetricFact("theory_class_acc", "held-out accuracy of the theory as a class", "higher", "regression", needs_theory=True),
+    MetricFact("theory_class_acc", "held-out accuracy of the theory as a class", "higher", "regression", needs_theory=True, low=0.0, high=1.0),
 )
 
 
@@ -78,7 +82,7 @@ def per_factor_fact(name: str) -> MetricFact | None:
         return None
     theory = f"{fact.theory}.{factor}" if fact.theory else None
     return MetricFact(name, f"{fact.label}: {factor}", fact.direction, fact.kind, theory, fact.chance, fact.needs_theory,
-                      f"{factor} {fact.short}".rstrip())
+                      f"{factor} {fact.short}".rstrip(), low=fact.low, high=fact.high)
 
 
 def per_factor_groups(names: Iterable[str]) -> dict[str, list[str]]:
@@ -98,11 +102,11 @@ def metric_allowed(metric: str, allowed: tuple[str, ...]) -> bool:
 
 
 METRICS: dict[str, MetricFact] = _Metrics(**_facts(
-    MetricFact("heldout_acc", "held-out accuracy", "higher", ("classification", "multiclass"), "theory_acc", 0.5),
-    MetricFact("train_acc", "training accuracy", "higher", ("classification", "multiclass"), fit_metric=True, fit=0.9),
+    MetricFact("heldout_acc", "held-out accuracy", "higher", ("classification", "multiclass"), "theory_acc", 0.5, low=0.0, high=1.0),
+    MetricFact("train_acc", "training accuracy", "higher", ("classification", "multiclass"), fit_metric=True, fit=0.9, low=0.0, high=1.0),
     MetricFact("heldout_margin", "held-out margin y·f", "higher", "classification"),
     MetricFact("separation", "held-out separation (mean f on + minus on −)", "higher", "classification"),
-    MetricFact("heldout_r2", "held-out R²", "higher", "regression", "theory_heldout_r2", 0.0),
+    MetricFact("heldout_r2", "held-out R²", "higher", "regression", "theory_heldout_r2", 0.0, high=1.0),
     MetricFact("irrelevant_share", "held-out variance share of the irrelevant components", "lower", "any", "theory_irrelevant_share"),
     MetricFact("heldout_mse", "held-out MSE", "lower", "regression"),
     # No default fit threshold for an MSE: its scale is the task's targets' (a suite may set one).
@@ -110,29 +114,35 @@ METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     # No default either: it is measured at new inputs of the training cells (in-distribution generalisation), so a
     # low value is not a failure to fit (a modular teacher's kernels sit at 0.89 and fit every training sample).
     MetricFact("train_r2", "R² on the training cells at new inputs (function-valued cells)", "higher", "regression",
-               fit_metric=True),
+               fit_metric=True, high=1.0),
     MetricFact("r2_gap", "train_r2 − heldout_r2: the in-distribution minus the held-out R²", "lower", "regression"),
     MetricFact("slope", "held-out slope of prediction vs truth", None, "regression", "theory_slope"),
     MetricFact("intercept", "held-out intercept", None, "regression"),
-    MetricFact("corr", "held-out correlation with the truth", "higher", "regression"),
-    MetricFact("additivity", "held-out conjunction-wise additivity R²", None, "any"),
-    MetricFact("theory_r2", "R²(model, its theory) on held-out cells", "higher", "any", needs_theory=True),
+    MetricFact("corr", "held-out correlation with the truth", "higher", "regression", low=-1.0, high=1.0),
+    MetricFact("additivity", "held-out conjunction-wise additivity R²", None, "any", high=1.0),
+    MetricFact("theory_r2", "R²(model, its theory) on held-out cells", "higher", "any", needs_theory=True, high=1.0),
     MetricFact("theory_max_abs_diff", "max |model − theory| on held-out cells", "lower", "any", needs_theory=True),
-    MetricFact("theory_acc", "held-out accuracy of the theory", "higher", ("classification", "multiclass"), needs_theory=True),
+    MetricFact("theory_acc", "held-out accuracy of the theory", "higher", ("classification", "multiclass"), needs_theory=True, low=0.0, high=1.0),
     MetricFact("theory_irrelevant_share", "irrelevant share of the theory", "lower", "any", needs_theory=True),
     MetricFact("theory_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
-    MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True),
+    MetricFact("theory_heldout_r2", "held-out R² of the theory", "higher", "regression", needs_theory=True, high=1.0),
     # the mean over the regressed factors of factor_r2.<factor> (Schott et al. 2022's score), and its theory's
     MetricFact("factor_r2", "mean per-factor held-out R² (against each factor's variance over the whole grid)", "higher",
-               "regression", "theory_factor_r2", 0.0, short="mean R²"),
-    MetricFact("theory_factor_r2", "mean per-factor held-out R² of the theory", "higher", "regression", needs_theory=True),
+               "regression", "theory_factor_r2", 0.0, short="mean R²", high=1.0),
+    MetricFact("theory_factor_r2", "mean per-factor held-out R² of the theory", "higher", "regression", needs_theory=True, high=1.0),
 ))
 
 # Statistics `check` computes over a big sweep's members (not metrics of one record).
 SWEEP_STATISTICS: dict[str, MetricFact] = _facts(
-    MetricFact("count_perfect", "members with a perfect held-out score", "higher", "any"),
-    MetricFact("mean_heldout", "mean held-out score over members", "higher", "any"),
+    MetricFact("count_perfect", "members with a perfect held-out score", "higher", "any", low=0.0),
+    MetricFact("mean_heldout", "mean held-out score over members", "higher", "any", high=1.0),
 )
+
+
+def bounds_of(metric: str) -> tuple[float, float]:
+    """The values a metric (or sweep statistic) can take, (low, high); (-inf, inf) when unknown."""
+    fact = METRICS.get(metric) or SWEEP_STATISTICS.get(metric)
+    return (fact.low, fact.high) if fact else (float("-inf"), float("inf"))
 
 
 def direction_of(metric: str) -> str | None:

@@ -12,6 +12,7 @@ from compbench.suite.load import (
     parse_suite,
     resolve_suite_path,
     seeds_override,
+    unmatched_tasks,
 )
 from compbench.suite.schema import Expectation, Geomspace, Linspace, ModelEntry, Profile, Suite, TaskEntry
 from compbench.suite.source import SuiteError, SuiteIssue
@@ -20,5 +21,5 @@ __all__ = [
     "BUNDLED_KINDS", "Expectation", "Geomspace", "Linspace", "LoadedSuite", "ModelEntry", "ModelSpec", "Profile", "Suite",
     "SuiteError", "SuiteIssue", "TaskEntry", "add_adapter_models", "bundled_dir", "bundled_suites", "load_suite", "matches", "matches_model",
     "member_labels", "parse_model_args", "parse_suite", "resolve_suite_path", "seed_list", "seeds_override", "set_path",
-    "sweep_values",
+    "sweep_values", "unmatched_tasks",
 ]

@@ -123,7 +123,7 @@ def _plain(v: Any) -> str:
 def set_path(params: dict[str, Any], dotted: str, value: Any) -> None:
     """Set `params[a][b][0] = value` for 'a.b.0'; KeyError says what is wrong with the path."""
     parts = dotted.split(".")
-    bad = [p for p in parts if not _SEGMENT.match(p)]
+    bad = [p for p in parts if not _SEGMENT.fullmatch(p)]
     if bad:
         raise KeyError(f"path segment {bad[0]!r} is neither a name (letters, digits, _) nor a list index")
     target: Any = params

@@ -434,6 +434,16 @@ def load_suite(name_or_path: str | Path, profile: str | None = None) -> LoadedSu
     return parse_suite(data, str(path), path, profile)
 
 
+def unmatched_tasks(loaded: LoadedSuite, patterns: list[str]) -> str | None:
+    """'P Q matches no task of suite S (tasks: ...)' for the task globs that select no task, else None:
+    the one check of `run --task` and `evaluate(tasks=)`, so that a typo is refused, not run as nothing."""
+    unmatched = [p for p in patterns if not any(matches(t.id, [p]) for t in loaded.suite.tasks)]
+    if not unmatched:
+        return None
+    return (f"{' '.join(unmatched)} matches no task of suite {loaded.name} "
+            f"(tasks: {', '.join(t.id for t in loaded.suite.tasks)})")
+
+
 def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
     """Replace every non-deterministic model's seeds by start..start+n-1 (CLI --seeds)."""
     from compbench.adapters import get_adapter
@@ -516,9 +526,9 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
 
     added: dict[str, str] = {}
     where = str(loaded.path or loaded.name)
-    from compbench.suite.schema import TAG_PATTERN
+    from compbench.suite.schema import is_tag
 
-    bad = [t for t in tags if not re.match(TAG_PATTERN, t)]
+    bad = [t for t in tags if not is_tag(t)]
     if bad:
         raise SuiteError([SuiteIssue(where, None, "--model-tags", f"tags are names of letters, digits, '_', '.', '-': got {bad}")])
     items: list[tuple[str | None, Any]] = []

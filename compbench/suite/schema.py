@@ -18,12 +18,20 @@ from compbench.params import StrictParams
 ID_MAX_LENGTH = 64
 ID_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9_.+-]{{0,{ID_MAX_LENGTH - 1}}}$"
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+# Always fullmatch: with re.match, `$` also matches before a trailing newline, so "add\n" would pass
+# and name a file `plots/theory-add\n.png`.
 _ID = re.compile(ID_PATTERN)
+_TAG = re.compile(TAG_PATTERN)
+
+
+def is_tag(v: object) -> bool:
+    """Whether `v` is a tag: letters, digits, '_', '.', '-', starting with a letter or digit (nothing after)."""
+    return isinstance(v, str) and _TAG.fullmatch(v) is not None
 
 
 def check_id(v: str) -> str:
     """An id of 1-64 letters, digits, '_', '.', '+', '-' starting with a letter or digit, else ValueError."""
-    if not _ID.match(v):
+    if not _ID.fullmatch(v):
         shown = repr(v) if len(v) <= 40 else f"{v[:40]!r}… ({len(v):,} characters)"
         raise ValueError(f"an id is 1 to {ID_MAX_LENGTH} letters, digits, '_', '.', '+' or '-', starting with a letter or "
                          f"digit (ids name files and report rows); got {shown}")
@@ -165,9 +173,7 @@ class ModelEntry(_Strict):
     @field_validator("tags")
     @classmethod
     def _tags(cls, v: list[str]) -> list[str]:
-        import re
-
-        bad = [t for t in v if not re.match(TAG_PATTERN, t)]
+        bad = [t for t in v if not is_tag(t)]
         if bad:
             raise ValueError(f"tags are names of letters, digits, '_', '.', '-': got {bad}")
         return v
@@ -209,7 +215,7 @@ class Source(_Strict):
             if missing:
                 raise ValueError(f"a paper source names {' and '.join(missing)} (the figure or table, and the number "
                                  "it reports); use `paper: compbench` for the harness's own reading of the theory")
-        if self.url and not re.match(r"^https?://[^\s<>\"'`]+$", self.url):
+        if self.url and not re.fullmatch(r"https?://[^\s<>\"'`]+", self.url):
             raise ValueError(f"url must be an http(s) address, got {self.url!r}")
         return self
 
