@@ -34,9 +34,9 @@ MODELS = {
     "invalid": "{id: invalid, adapter: kernel, params: {kernel: overlap, weights: [1.0, 0.0, 0.0]}, skip_invalid: true}",
 }
 CLAIMS = [
-    "{{id: e{i}, claim: additive, models: [{m}], tasks: [{t}]}}",
-    "{{id: e{i}, claim: matches_kernel, models: [{m}], tasks: [{t}], tolerance: 1.0e-6}}",
-    "{{id: e{i}, claim: above, models: [{m}], tasks: [{t}], metric: additivity, bound: 0.99}}",
+    "{{id: e{i}, source: {{paper: compbench, threshold: a test fixture}}, claim: additive, models: [{m}], tasks: [{t}]}}",
+    "{{id: e{i}, source: {{paper: compbench, threshold: a test fixture}}, claim: matches_kernel, models: [{m}], tasks: [{t}], tolerance: 1.0e-6}}",
+    "{{id: e{i}, source: {{paper: compbench, threshold: a test fixture}}, claim: above, models: [{m}], tasks: [{t}], metric: additivity, bound: 0.99}}",
 ]
 SELECTORS = ['"*"', "k1", '"k*"', '"@kernels"', "diverges"]
 

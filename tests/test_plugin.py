@@ -30,7 +30,7 @@ models:
     adapter: tiny-ridge
     params: {{ridge: {RIDGE}, bias: {BIAS}}}
 expectations:
-  - {{id: exact, claim: matches_kernel, models: [ridge], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}}
+  - {{id: exact, source: {{paper: compbench, threshold: a test fixture}}, claim: matches_kernel, models: [ridge], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}}
 """
 
 
@@ -75,8 +75,8 @@ models:
     adapter: tiny-ridge
     params: {{ridge: {RIDGE}, bias: {BIAS}}}
 expectations:
-  - {{id: exact, claim: matches_kernel, models: [ridge], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}}
-  - {{id: clear, claim: above_chance, models: [ridge], tasks: [sym], margin: 0.4}}
+  - {{id: exact, source: {{paper: compbench, threshold: a test fixture}}, claim: matches_kernel, models: [ridge], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}}
+  - {{id: clear, source: {{paper: compbench, threshold: a test fixture}}, claim: above_chance, models: [ridge], tasks: [sym], margin: 0.4}}
 """
 
 

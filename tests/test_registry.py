@@ -41,7 +41,7 @@ def test_broken_clashing_and_good_entry_points_of_every_kind(kind, monkeypatch):
     other = next(e.raw for e in registry.entries() if e.name != builtin)  # a valid object of the kind
     eps = [
         EntryPoint("missing", "no_such_module_xyz:thing", registry.group),
-        EntryPoint("exits", "tests.plugin_exits_at_import:thing", registry.group),
+        EntryPoint("exits", "plugin_exits_at_import:thing", registry.group),
         EntryPoint("wrong", wrong, registry.group),
         EntryPoint(builtin, f"{other.__module__}:{other.__qualname__}", registry.group),
         EntryPoint("second-name", f"{module}:{attr}", registry.group),
