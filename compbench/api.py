@@ -297,10 +297,10 @@ def evaluate(
     unmatched_task = unmatched_tasks(loaded, task_patterns) if task_patterns else None
     if unmatched_task:
         raise SuiteError([_issue("tasks", unmatched_task)])
-    if report:  # as `compbench run`: another suite's results folder is refused before anything trains
+    if out is not None:  # as `compbench run`: a folder that is not compbench's is refused before anything trains
         from compbench.report.publish import check_owner
 
-        check_owner(Path(out), loaded)  # type: ignore[arg-type]  # _check_arguments: report needs out
+        check_owner(Path(out), loaded)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name

@@ -332,7 +332,7 @@ def test_report_command_rebuilds_only_the_formats_asked_for(tmp_path, capsys):
     _store_with_records(out)
     assert main(["report", "--suite", str(suite), "--out", str(out), "--format", "md,csv"]) == 1  # `rich` fails
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
-        "expectations.csv", "leaderboard.csv", "leaderboard.md", "records.csv", "summary.json", "theory.csv"]
+        ".compbench", "expectations.csv", "leaderboard.csv", "leaderboard.md", "records.csv", "summary.json", "theory.csv"]
     assert "expectations 1/2 pass" in capsys.readouterr().out
     # boom does not set skip_invalid: its stored `skipped` cells are the errors `run` would report.
     assert _board_rows((out / "leaderboard.md").read_text())["boom"] == ["error", "error"]

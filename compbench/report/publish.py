@@ -18,6 +18,8 @@ from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.outcome import SUMMARY_FILE
 from compbench.suite import LoadedSuite
 
+# Written when compbench first claims a results directory (check_owner): it writes only into its own.
+MARKER_FILE = ".compbench"
 MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
 _ARRAYS = ("predictions", "theory_predictions")
 
@@ -303,8 +305,18 @@ def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
     write_atomic(out_dir, MANIFEST_FILE, json.dumps(manifest, indent=1, sort_keys=True))
 
 
-def check_owner(out_dir: Path, loaded: LoadedSuite) -> None:
-    """Refuse a results directory whose summary.json names another suite: its report would be overwritten."""
+def check_owner(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True) -> None:
+    """The one gate of a results directory: compbench writes only into a folder that is its own.
+
+    A results directory is compbench's when it is missing or empty, holds the marker
+    `.compbench` (written here, when compbench first claims it), or holds compbench's
+    summary.json naming this suite or a compbench store (both written by compbench before the
+    marker existed). Anything else is a folder of the user's (`--results .` would replace their
+    records.csv and plots) and is refused, as are `/`, the home directory and the suites'
+    folders, whatever they hold. A summary.json naming another suite is refused too: its report
+    would be overwritten. `claim`: write the marker (creating the folder) when it is missing.
+    """
+    _refuse_special(out_dir, loaded)
     owner = _read_json(out_dir, SUMMARY_FILE).get("suite")
     if isinstance(owner, str) and owner and owner != loaded.name:
         raise ForeignResultsError(
@@ -312,6 +324,43 @@ def check_owner(out_dir: Path, loaded: LoadedSuite) -> None:
             f"there would overwrite its leaderboard and delete its plots; nothing of the report was written: use "
             f"another results directory (--results results/{loaded.name}), or remove {out_dir / SUMMARY_FILE} to hand "
             f"the directory over to {loaded.name!r}")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ForeignResultsError(f"{out_dir}: is not a folder; pass a folder for the results "
+                                  f"(--results results/{loaded.name})")
+    if read_contained(out_dir, MARKER_FILE) is not None:
+        return
+    ours = owner == loaded.name or read_contained(out_dir, "store/records.sqlite") is not None
+    if not ours and out_dir.is_dir() and any(out_dir.iterdir()):
+        held = sorted(p.name for p in out_dir.iterdir())
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise ForeignResultsError(
+            f"{out_dir}: is not a compbench results directory (it holds {shown}); compbench writes only into an "
+            f"empty folder or one it made, so none of your files is replaced; nothing was written: pass a new "
+            f"folder (--results results/{loaded.name})")
+    if claim:
+        write_atomic(out_dir, MARKER_FILE, json.dumps({"compbench": "results directory", "suite": loaded.name}))
+
+
+def _refuse_special(out_dir: Path, loaded: LoadedSuite) -> None:
+    """Refuse `/`, the home directory and the suites' folders as a results directory, whatever they hold."""
+    from compbench.suite import bundled_dir
+
+    try:
+        where = out_dir.resolve()
+        special = {Path(where.anchor): "the file system's root", Path.home().resolve(): "your home directory"}
+    except (OSError, RuntimeError):  # no home, or a link loop: the writes below report the path
+        return
+    if loaded.path is not None:
+        special[Path(loaded.path).resolve().parent] = f"the folder of the suite file {Path(loaded.path).name}"
+    try:
+        special[bundled_dir("suites").resolve()] = "the bundled suites' folder"
+    except (OSError, ValueError):
+        pass
+    if where in special:
+        raise ForeignResultsError(
+            f"{out_dir}: is {special[where]}; compbench never writes a report there (it would mix its files with "
+            f"yours, and replace any of the same name); nothing was written: pass a folder of its own "
+            f"(--results results/{loaded.name})")
 
 
 def _relative(out_dir: Path, path: Path) -> str:
@@ -398,7 +447,7 @@ def rebuild(
     """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files."""
     from compbench.outcome import stored_outcome
 
-    check_owner(out_dir, loaded)
+    check_owner(out_dir, loaded, claim=False)  # publish claims it: a report with no results makes no folder
     outcome = stored_outcome(loaded, out_dir, profile=profile)
     records = outcome.records
     if not records:
