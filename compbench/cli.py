@@ -299,6 +299,9 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     # As in `run`: --model selects models (a reference selects the model it added, by its id).
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
+    from compbench.report.publish import check_owner
+
+    check_owner(out_dir, loaded)  # as `run`: the store goes only into compbench's own folder, before anything trains
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
                         model_patterns=model_patterns)
     if args.model and not summary.jobs:
@@ -352,7 +355,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Compare a run with a baseline; exit 1 when a cell regressed, failed, lost seeds, or is missing or new,
     or when the suite's own outcome fails (a failed expectation, as `run` would report it)."""
     from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
+    from compbench.suite import resolve_bundled
 
+    # A bare name is a bundled baseline, by --suite's rule (a same-named ./baselines/NAME.json is an
+    # ambiguity, refused); the file found is said, and every later use (--update too) is of that path.
+    found = resolve_bundled("baselines", args.baseline, "--baseline")
+    if str(found) != args.baseline:
+        print(f"baseline {args.baseline!r} from {found}", file=sys.stderr)
+        args.baseline = str(found)
     baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
     baseline.check_profile(Path(args.baseline), args.profile)  # and one of another profile, before anything runs
     result = _run_for_check(args, baseline.suite)
@@ -627,7 +637,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.set_defaults(func=cmd_baseline_record)
     chk = sub.add_parser("check", help="fail when a model's scores regress beyond seed noise against a baseline")
     run_options(chk)
-    chk.add_argument("--baseline", required=True, help="baseline JSON file")
+    chk.add_argument("--baseline", required=True, help="baseline JSON file, or the name of a bundled one (kernel-limits)")
     chk.add_argument("--k", type=positive_float, help="tolerance in combined standard errors (default per metric: 2.5)")
     chk.add_argument("--update", action="store_true", help="write the current scores as the new baseline")
     chk.add_argument("--allow-new", action="store_true",

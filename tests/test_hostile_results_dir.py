@@ -79,3 +79,45 @@ def test_a_new_folder_is_claimed_and_an_existing_published_one_keeps_working(sui
     assert main(["report", "--suite", str(suite), "--results", str(out)]) == 0
     assert (out / ".compbench").is_file()
     capsys.readouterr()
+
+
+def test_check_and_baseline_record_refuse_a_users_folder_too(suite, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    assert main(["baseline", "record", "--suite", str(suite), "--results", str(mine), "--out",
+                 str(tmp_path / "b.json"), "-q"]) == 2
+    assert "is not a compbench results directory" in refused(capsys)
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
+
+
+# -- 18: `check --baseline NAME` finds the bundled baseline, as `--suite NAME` finds the bundled suite --
+
+
+def test_a_bare_baseline_name_is_the_bundled_one_and_says_which_file(suite, tmp_path, capsys, monkeypatch):
+    from compbench.suite import bundled_dir
+
+    monkeypatch.chdir(tmp_path)
+    # The bundled kernel-limits baseline is found (and named); it is another suite's, so nothing runs.
+    assert main(["check", "--suite", str(suite), "--baseline", "kernel-limits", "--results", "res", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"baseline 'kernel-limits' from {bundled_dir('baselines') / 'kernel-limits.json'}" in err
+    assert "is for suite 'kernel-limits'" in err and not (tmp_path / "res").exists()
+
+
+def test_a_bare_baseline_name_runs_the_check_and_a_local_copy_is_an_ambiguity(suite, tmp_path, capsys, monkeypatch):
+    bundled = tmp_path / "bundled"
+    bundled.mkdir()
+    real = __import__("compbench.suite.load", fromlist=["bundled_dir"]).bundled_dir
+    monkeypatch.setattr("compbench.suite.load.bundled_dir", lambda kind: bundled if kind == "baselines" else real(kind))
+    monkeypatch.chdir(tmp_path)
+    assert main(["baseline", "record", "--suite", str(suite), "--results", "res", "--out",
+                 str(bundled / "tiny.json"), "-q"]) == 0
+    assert main(["check", "--suite", str(suite), "--baseline", "tiny", "--results", "res", "-q"]) == 0
+    assert f"baseline 'tiny' from {bundled / 'tiny.json'}" in capsys.readouterr().err
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "tiny.json").write_bytes((bundled / "tiny.json").read_bytes())
+    assert main(["check", "--suite", str(suite), "--baseline", "tiny", "--results", "res", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "'tiny' names the bundled baseline" in err and "give a path to choose (baselines/tiny.json for yours)" in err
+    assert "Traceback" not in err

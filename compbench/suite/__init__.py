@@ -10,6 +10,7 @@ from compbench.suite.load import (
     load_suite,
     parse_model_args,
     parse_suite,
+    resolve_bundled,
     resolve_suite_path,
     seeds_override,
     unmatched_tasks,
@@ -20,6 +21,6 @@ from compbench.suite.source import SuiteError, SuiteIssue
 __all__ = [
     "BUNDLED_KINDS", "Expectation", "Geomspace", "Linspace", "LoadedSuite", "ModelEntry", "ModelSpec", "Profile", "Suite",
     "SuiteError", "SuiteIssue", "TaskEntry", "add_adapter_models", "bundled_dir", "bundled_suites", "load_suite", "matches", "matches_model",
-    "member_labels", "parse_model_args", "parse_suite", "resolve_suite_path", "seed_list", "seeds_override", "set_path",
+    "member_labels", "parse_model_args", "parse_suite", "resolve_bundled", "resolve_suite_path", "seed_list", "seeds_override", "set_path",
     "sweep_values", "unmatched_tasks",
 ]

@@ -303,25 +303,36 @@ def adapter_tags() -> set[str]:
 
 
 def resolve_suite_path(name_or_path: str | Path) -> Path:
-    """A path is a path; a bare name (no directory, no .yaml) is a bundled suite.
+    """A path is a path; a bare name (no directory, no .yaml) is a bundled suite (see resolve_bundled)."""
+    return resolve_bundled("suites", name_or_path, "--suite")
 
-    A bare name that `./suites/NAME.yaml` would also answer, with another file than the bundled
-    one, is an error naming both: a user's copy must never be shadowed, or run, silently.
+
+_BUNDLED_SUFFIX = {"suites": (".yaml", ".yml"), "baselines": (".json",)}
+
+
+def resolve_bundled(kind: str, name_or_path: str | Path, flag: str) -> Path:
+    """A path is a path; a bare name (no directory, no suffix) is a bundled suite or baseline.
+
+    The one rule of `--suite NAME` and `--baseline NAME`: a bare name that `./<kind>/NAME<suffix>`
+    would also answer, with another file than the bundled one, is an error naming both: a user's
+    copy must never be shadowed, or used, silently.
     """
     p = Path(name_or_path)
     text = str(name_or_path)
-    if isinstance(name_or_path, Path) or p.suffix in (".yaml", ".yml") or "/" in text or "\\" in text or p.is_file():
+    suffixes = _BUNDLED_SUFFIX[kind]
+    what = kind[:-1]
+    if isinstance(name_or_path, Path) or p.suffix in suffixes or "/" in text or "\\" in text or p.is_file():
         return p
     try:
-        bundled = bundled_dir("suites") / f"{text}.yaml"
+        bundled = bundled_dir(kind) / f"{text}{suffixes[0]}"
     except FileNotFoundError as exc:
-        raise SuiteError([SuiteIssue(text, None, "--suite", f"{exc}; give the suite file's path")]) from None
-    local = Path("suites") / f"{text}.yaml"
+        raise SuiteError([SuiteIssue(text, None, flag, f"{exc}; give the {what} file's path")]) from None
+    local = Path(kind) / f"{text}{suffixes[0]}"
     if local.is_file() and bundled.is_file() and local.resolve() != bundled.resolve():
-        raise SuiteError([SuiteIssue(text, None, "--suite", f"{text!r} names the bundled suite {bundled} and also "
+        raise SuiteError([SuiteIssue(text, None, flag, f"{text!r} names the bundled {what} {bundled} and also "
                                      f"{local.resolve()} in this directory; give a path to choose ({local} for yours)")])
     if local.is_file() and not bundled.is_file():
-        raise SuiteError([SuiteIssue(text, None, "--suite", f"no bundled suite {text!r}; to run {local}, give its path")])
+        raise SuiteError([SuiteIssue(text, None, flag, f"no bundled {what} {text!r}; to {'run' if kind == 'suites' else 'use'} {local}, give its path")])
     return bundled
 
 
@@ -613,5 +624,5 @@ def _produces(task: TaskEntry) -> str | None:
 
 __all__ = [
     "BUNDLED_KINDS", "Expectation", "LoadedSuite", "add_adapter_models", "bundled_dir", "bundled_suites", "load_suite",
-    "parse_model_args", "parse_suite", "resolve_suite_path", "seeds_override",
+    "parse_model_args", "parse_suite", "resolve_bundled", "resolve_suite_path", "seeds_override",
 ]
