@@ -121,3 +121,37 @@ def test_a_bare_baseline_name_runs_the_check_and_a_local_copy_is_an_ambiguity(su
     err = capsys.readouterr().err
     assert "'tiny' names the bundled baseline" in err and "give a path to choose (baselines/tiny.json for yours)" in err
     assert "Traceback" not in err
+
+
+# -- 15: a damaged row of the store is one line naming its key; the other records are used -----------
+
+DAMAGE = {
+    "bad JSON": lambda text: text[: len(text) // 2],
+    "not an object": lambda text: json.dumps([1, 2, 3]),
+    "metrics not a mapping": lambda text: json.dumps({**json.loads(text), "metrics": "oops"}),
+    "seed not a number": lambda text: json.dumps({**json.loads(text), "seed": "zero"}),
+    "record_schema 99": lambda text: json.dumps({**json.loads(text), "record_schema": 99}),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_store_row_is_named_and_its_cell_recomputed(damage, suite, tmp_path, capsys):
+    suite.write_text(TINY + "  - {id: k2, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}\n")
+    out = tmp_path / "res"
+    assert main(["run", "--suite", str(suite), "--results", str(out), "-q"]) == 0
+    capsys.readouterr()
+    with sqlite3.connect(out / "store" / "records.sqlite") as db:
+        (row, key, text), *others = db.execute("SELECT id, key, record FROM records ORDER BY id").fetchall()
+        db.execute("UPDATE records SET record = ? WHERE id = ?", (DAMAGE[damage](text), row))
+    assert others
+    main(["report", "--suite", str(suite), "--results", str(out)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    warned = [line for line in err.splitlines() if "is damaged" in line]
+    assert len(warned) == 1 and f"cell {key} is damaged" in warned[0], err
+    assert main(["run", "--suite", str(suite), "--results", str(out), "-q"]) == 0
+    done = capsys.readouterr()
+    assert "Traceback" not in done.err and f"cell {key} is damaged" in done.err
+    assert "1 cells run, 1 reused" in done.out + done.err
+    assert main(["report", "--suite", str(suite), "--results", str(out)]) == 0  # the recomputed row supersedes it
+    assert "is damaged" not in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+import os
 from array import array
 from dataclasses import dataclass
 from functools import cached_property
@@ -329,7 +330,8 @@ def check_owner(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True) -> No
                                   f"(--results results/{loaded.name})")
     if read_contained(out_dir, MARKER_FILE) is not None:
         return
-    ours = owner == loaded.name or read_contained(out_dir, "store/records.sqlite") is not None
+    # A store file, whatever its state: the store itself refuses one that is not a compbench store (its message).
+    ours = owner == loaded.name or os.path.lexists(out_dir / "store" / "records.sqlite")
     if not ours and out_dir.is_dir() and any(out_dir.iterdir()):
         held = sorted(p.name for p in out_dir.iterdir())
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")

@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sqlite3
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,8 +116,33 @@ def cell_key(definition: dict[str, Any]) -> str:
 
 
 def _read(text: str) -> CellRecord:
-    """A stored record, migrated from the schema it was written with."""
-    return CellRecord.from_dict(json.loads(text))
+    """A stored record, migrated from the schema it was written with; ValueError or TypeError if damaged."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise TypeError(f"a JSON {type(data).__name__}, not an object")
+    try:
+        record = CellRecord.from_dict(data)
+    except (KeyError, AttributeError, TypeError) as exc:  # a field missing, or of a type from_dict cannot read
+        raise TypeError(f"{type(exc).__name__}: {exc}") from None
+    for name, types in _FIELD_TYPES.items():
+        value = getattr(record, name)
+        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
+            raise TypeError(f"field {name!r} is a {type(value).__name__}")
+    if not all(isinstance(v, (int, float)) for v in record.metrics.values()):
+        raise TypeError("a metric that is not a number")
+    return record
+
+
+# The fields every reader relies on, and their types: a stored row with another is damaged (reported
+# by its key and read as missing, so the cell is recomputed) rather than a traceback deep in a report.
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "key": (str,), "task": (str,), "model": (str,), "seed": (int,), "group": (str,), "n_outputs": (int,),
+    "metrics": (dict,), "not_applicable": (dict,), "sweep": (dict,), "info": (dict,), "determinism": (dict,),
+    "params": (dict, type(None)), "predictions": (list, type(None)), "theory_predictions": (list, type(None)),
+    "wall_time": (int, float), "device": (str,),
+}
+# What reading a damaged row raises: bad JSON or a newer record schema (ValueError), a wrong shape (TypeError).
+_DAMAGE = (ValueError, TypeError, RecursionError)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -160,6 +186,8 @@ class ResultStore:
         self.path = Path(directory) / STORE_FILE
         self._db: sqlite3.Connection | None = None
         self._identity: tuple[int, int] | None = None
+        self._damaged: dict[str, str] = {}  # key → why its newest stored row cannot be read
+        self._warned: set[str] = set()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -296,12 +324,31 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return
-            for (text,) in db.execute("SELECT record FROM records ORDER BY id"):
-                yield _read(text)
+            yield from self._rows(db.execute("SELECT key, record FROM records ORDER BY id"))
+
+    def _rows(self, rows: Any) -> Iterator[CellRecord]:
+        """The records of (key, record) rows; a damaged one is skipped and remembered by its key."""
+        for key, text in rows:
+            try:
+                record = _read(text)
+            except _DAMAGE as exc:
+                self._damaged[str(key)] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                continue
+            self._damaged.pop(record.key, None)  # a newer good row of the cell supersedes a damaged one
+            yield record
+
+    def _report_damaged(self, found: dict[str, CellRecord]) -> None:
+        """One line per damaged row with no readable record of its cell: it counts as missing."""
+        for key, why in self._damaged.items():
+            if key not in found and key not in self._warned:
+                self._warned.add(key)
+                print(f"compbench: warning: {self.path}: the stored record of cell {key} is damaged ({why}); it "
+                      f"counts as missing and `compbench run` computes it again", file=sys.stderr)
 
     def latest(self, keys: list[str] | None = None) -> dict[str, CellRecord]:
-        """The newest record per cell key (only `keys`, when given)."""
+        """The newest readable record per cell key (only `keys`, when given); damaged rows are named and skipped."""
         out = {r.key: r for r in self}
+        self._report_damaged(out)
         return out if keys is None else {k: out[k] for k in keys if k in out}
 
     def lookup(self, keys: list[str], since: float | None = None) -> dict[str, CellRecord]:
@@ -314,13 +361,14 @@ class ResultStore:
             if db is None or not keys:
                 return {}
             marks = ",".join("?" * len(keys))
-            sql = f"SELECT record FROM records WHERE key IN ({marks})"
+            sql = f"SELECT key, record FROM records WHERE key IN ({marks})"
             args: list[Any] = list(keys)
             if since is not None:
                 sql += " AND created >= ?"
                 args.append(since)
-            rows = db.execute(sql + " ORDER BY id", args)
-            return {r.key: r for r in (_read(text) for (text,) in rows)}
+            found = {r.key: r for r in self._rows(db.execute(sql + " ORDER BY id", args))}
+            self._report_damaged(found)
+            return found
 
     def claim(self, job: str) -> bool:
         """Claim a job for this process; False while another live process holds it."""
