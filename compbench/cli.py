@@ -299,9 +299,11 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     # As in `run`: --model selects models (a reference selects the model it added, by its id).
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
-    from compbench.report.publish import check_owner
+    from compbench.report.publish import claim_results_dir
 
-    check_owner(out_dir, loaded)  # as `run`: the store goes only into compbench's own folder, before anything trains
+    # As `run`, before anything trains: the store goes only into compbench's own folder (another suite's
+    # is fine: these commands write no report there, and the store is shared by cell keys).
+    claim_results_dir(out_dir, loaded)
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
                         model_patterns=model_patterns)
     if args.model and not summary.jobs:

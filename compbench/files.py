@@ -92,6 +92,29 @@ def sha256_contained(root: Path, relative: str | Path) -> str | None:
     return h.hexdigest()
 
 
+def refuse_links(root: Path, relative: str | Path, verb: str = "open") -> None:
+    """An OutputError if a folder below root, or the file, of root/relative is a symbolic link.
+
+    For a file another library opens by its path (SQLite opens the store): the rule of every
+    write here, checked before it is opened. A missing folder or file is fine (it is about to be made).
+    """
+    parts = _parts(root, relative, verb)
+    path = Path(root, *parts)
+    try:
+        dfd = _open_dirs(Path(root), parts[:-1], create=False, verb=verb)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(_describe(path, verb, exc)) from None
+    try:
+        if _is_link(dfd, parts[-1]):
+            raise OutputError(f"{path}: is a symbolic link; compbench never {verb}s through links in a results "
+                              f"directory (the file would live outside it): remove the link (the file it points "
+                              f"to was not touched)")
+    finally:
+        os.close(dfd)
+
+
 def _open_file(root: Path, relative: str | Path) -> int | None:
     """A read descriptor of the regular file root/relative; None if missing, outside root, or reached through a link."""
     try:

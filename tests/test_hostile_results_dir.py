@@ -155,3 +155,25 @@ def test_a_damaged_store_row_is_named_and_its_cell_recomputed(damage, suite, tmp
     assert "1 cells run, 1 reused" in done.out + done.err
     assert main(["report", "--suite", str(suite), "--results", str(out)]) == 0  # the recomputed row supersedes it
     assert "is damaged" not in capsys.readouterr().err
+
+
+# -- 8: the store is never opened through a symbolic link ----------------------------------------------
+
+
+@pytest.mark.parametrize("linked", ["store", "store/records.sqlite"])
+def test_a_symlinked_store_is_refused_and_the_target_untouched(linked, suite, tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["run", "--suite", str(suite), "--results", str(out), "-q"]) == 0
+    elsewhere = tmp_path / "elsewhere"
+    (out / linked).rename(elsewhere)
+    (out / linked).symlink_to(elsewhere, target_is_directory=linked == "store")
+    before = sorted(p.name for p in (elsewhere.iterdir() if elsewhere.is_dir() else [elsewhere]))
+    snapshot = {p: p.read_bytes() for p in (elsewhere.rglob("*") if elsewhere.is_dir() else [elsewhere])}
+    capsys.readouterr()
+    for command in (["run", "--suite", str(suite), "--results", str(out), "-q", "--force"],
+                    ["report", "--suite", str(suite), "--results", str(out)]):
+        assert main(command) == 2
+        line = refused(capsys)
+        assert f"{out / linked}: is a symbolic link" in line or f"{out / 'store'}: is a symbolic link" in line, line
+    assert sorted(p.name for p in (elsewhere.iterdir() if elsewhere.is_dir() else [elsewhere])) == before
+    assert {p: p.read_bytes() for p in snapshot} == snapshot

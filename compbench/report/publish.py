@@ -307,17 +307,8 @@ def _write_manifest(out_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def check_owner(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True) -> None:
-    """The one gate of a results directory: compbench writes only into a folder that is its own.
-
-    A results directory is compbench's when it is missing or empty, holds the marker
-    `.compbench` (written here, when compbench first claims it), or holds compbench's
-    summary.json naming this suite or a compbench store (both written by compbench before the
-    marker existed). Anything else is a folder of the user's (`--results .` would replace their
-    records.csv and plots) and is refused, as are `/`, the home directory and the suites'
-    folders, whatever they hold. A summary.json naming another suite is refused too: its report
-    would be overwritten. `claim`: write the marker (creating the folder) when it is missing.
-    """
-    _refuse_special(out_dir, loaded)
+    """The gate of a results directory a report goes into: compbench's own folder (claim_results_dir),
+    and not holding another suite's report (its summary.json names another suite: it would be overwritten)."""
     owner = _read_json(out_dir, SUMMARY_FILE).get("suite")
     if isinstance(owner, str) and owner and owner != loaded.name:
         raise ForeignResultsError(
@@ -325,13 +316,27 @@ def check_owner(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True) -> No
             f"there would overwrite its leaderboard and delete its plots; nothing of the report was written: use "
             f"another results directory (--results results/{loaded.name}), or remove {out_dir / SUMMARY_FILE} to hand "
             f"the directory over to {loaded.name!r}")
+    claim_results_dir(out_dir, loaded, claim=claim)
+
+
+def claim_results_dir(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True) -> None:
+    """The one rule of every command that writes a results directory: compbench writes only into its own.
+
+    A folder is compbench's when it is missing or empty, holds the marker `.compbench` (written
+    here, when compbench first claims it), or holds what compbench wrote before the marker existed:
+    a summary.json naming a suite, or a store. Anything else is a folder of the user's (`--results .`
+    would replace their records.csv and plots) and is refused, as are `/`, the home directory and
+    the suites' folders, whatever they hold. `claim`: write the marker (making the folder) if missing.
+    """
+    _refuse_special(out_dir, loaded)
     if out_dir.exists() and not out_dir.is_dir():
         raise ForeignResultsError(f"{out_dir}: is not a folder; pass a folder for the results "
                                   f"(--results results/{loaded.name})")
     if read_contained(out_dir, MARKER_FILE) is not None:
         return
+    owner = _read_json(out_dir, SUMMARY_FILE).get("suite")
     # A store file, whatever its state: the store itself refuses one that is not a compbench store (its message).
-    ours = owner == loaded.name or os.path.lexists(out_dir / "store" / "records.sqlite")
+    ours = isinstance(owner, str) and bool(owner) or os.path.lexists(out_dir / "store" / "records.sqlite")
     if not ours and out_dir.is_dir() and any(out_dir.iterdir()):
         held = sorted(p.name for p in out_dir.iterdir())
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")

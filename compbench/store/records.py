@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 
 SCHEMA_VERSION = 1  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
@@ -205,6 +206,7 @@ class ResultStore:
     def _connect(self, create: bool) -> sqlite3.Connection | None:
         if self._db is not None:
             return self._db
+        self._refuse_links()
         if not create and not self.path.exists():
             return None
         with self._errors():
@@ -223,6 +225,19 @@ class ResultStore:
             st = os.stat(self.path)
         self._db, self._identity = db, (st.st_dev, st.st_ino)
         return db
+
+    def _refuse_links(self) -> None:
+        """files.py's rule for the store: its folder and files (the journal's too) are never symbolic links.
+
+        SQLite opens the file by its path and follows links: a linked `store/` or records.sqlite
+        would put the store, and every write to it, outside the results directory.
+        """
+        folder = self.path.parent
+        for name in (STORE_FILE, f"{STORE_FILE}-wal", f"{STORE_FILE}-shm", f"{STORE_FILE}-journal"):
+            try:
+                refuse_links(folder.parent, f"{folder.name}/{name}")
+            except OutputError as exc:
+                raise StoreError(str(exc)) from None
 
     def _open(self, db: sqlite3.Connection, create: bool, existed: bool) -> bool:
         """Check the file is a compbench store before writing anything to it; create the tables if new."""
