@@ -31,7 +31,7 @@ PAST = 1_000_000_000  # 2001: a file rewritten by the run cannot keep this mtime
 
 def _report_files(out: Path) -> list[Path]:
     return sorted(p for p in out.rglob("*") if p.is_file() and "store" not in p.parts and ".report" not in p.parts
-                  and p.name != "summary.json")
+                  and p.name not in ("summary.json", ".compbench"))  # the run's facts and the directory's claim marker
 
 
 def _age(files: list[Path]) -> dict[Path, bytes]:
