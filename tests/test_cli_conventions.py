@@ -22,6 +22,7 @@ from compbench.records import CellError, CellRecord, Status
 from compbench.report.tables import above_chance, leaderboard, leaderboard_cells
 from compbench.report.terminal import print_leaderboard
 from compbench.runner.progress import NETWORK_COST, Progress, job_cost, weighted_eta
+from tiny_suites import kernel_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,18 +42,7 @@ class _Boom(Adapter):
         raise RuntimeError("boom went the adapter\nsecond line " + "x" * 400)
 
 
-KERNELS = """\
-name: conv
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-expectations:
-  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: impossible, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], tasks: [te]}
-"""
+KERNELS = kernel_suite("conv", "leak", "impossible", relu=False)
 
 WITH_BOOM = """\
 name: boomy

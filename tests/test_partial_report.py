@@ -15,22 +15,11 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from tiny_suites import kernel_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SUITE = """\
-name: part
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
-expectations:
-  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-"""
+SUITE = kernel_suite("part", "leak", "chance")
 TE_PLOTS = ("theory-te.png", "theory-te.svg", "grid-te.png", "grid-te.svg")
 
 

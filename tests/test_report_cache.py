@@ -13,19 +13,9 @@ import pandas as pd
 
 from compbench.cli import main
 from compbench.report.publish import MANIFEST_FILE
+from tiny_suites import kernel_suite
 
-SUITE = """\
-name: cachey
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
-expectations:
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-"""
+SUITE = kernel_suite("cachey", "chance")
 PAST = 1_000_000_000  # 2001: a file rewritten by the run cannot keep this mtime
 
 

@@ -14,21 +14,11 @@ import pytest
 
 from compbench.runner.run import run_suite
 from compbench.suite import parse_suite
+from tiny_suites import kernel_suite
 
 publish_module = importlib.import_module("compbench.report.publish")  # the package re-exports the function
 
-SUITE = """\
-name: drawn
-seeds: 2
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}
-expectations:
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-"""
+SUITE = kernel_suite("drawn", "chance", seeds=2)
 
 pytestmark = pytest.mark.skipif(not publish_module._can_fork(), reason="needs fork and two cores")
 

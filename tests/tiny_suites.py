@@ -18,3 +18,27 @@ expectations:
   - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
   - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
 """
+
+# Expectations the kernel scenarios below pick from by id (a test fixture's source, as every claim needs one).
+_CLAIMS = {
+    "leak": "{id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}",
+    "chance": "{id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], "
+              "tolerance: 0.01}",
+    "impossible": "{id: impossible, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [overlap], "
+                  "tasks: [te]}",
+}
+
+
+def kernel_suite(name: str, *claims: str, seeds: int = 1, relu: bool = True) -> str:
+    """A seconds-long suite of deterministic kernels on symbolic addition and transitive equivalence.
+
+    `claims`: ids of `_CLAIMS` (leak: the overlap kernel's slope is below one; chance: it is at chance on te;
+    impossible: it beats its own theory, which a kernel never does); `relu`: a ReLU-NTK kernel beside the overlap one.
+    """
+    models = ["  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"]
+    if relu:
+        models.append("  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}")
+    return "\n".join([f"name: {name}", f"seeds: {seeds}", "tasks:",
+                      "  - {id: add, family: additive, params: {anchors: [[4], [4]]}}",
+                      "  - {id: te, family: transitive_equivalence}", "models:", *models, "expectations:",
+                      *(f"  - {_CLAIMS[c]}" for c in claims)]) + "\n"

@@ -151,18 +151,26 @@ class BoundParams(ClaimParams):
     bound: float = Field(description="the bound")
 
 
+def _per_member(claim: Claim, expectation: str, subject: Subject, *metrics: str) -> tuple[Verdict | None, list[Record], list[tuple[float, ...]]]:
+    """(None, the ok records, each member's mean over seeds of each metric), or a failed verdict saying why nothing can be measured."""
+    why = unusable(subject.records, metrics)
+    if why:
+        return failed(expectation, claim.name, subject, why), [], []
+    ok = [r for r in subject.records if r.ok]
+    return None, ok, [tuple(mean_of(rs, m) for m in metrics) for rs in by_member(ok).values()]
+
+
 class _Bound(Claim):
     Params = BoundParams
     metrics = tuple(METRICS) + tuple(PER_FACTOR)  # a per-factor metric is named base.factor (factor_slope.scale)
     sign = 1.0  # +1: must be ≥ bound; −1: must be ≤ bound
 
     def judge(self, params: BoundParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, (params.metric,))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        bad, ok, per_member = _per_member(self, expectation, subject, params.metric)
+        if bad:
+            return bad
         tol = self.tolerance(params)
-        means = [mean_of(rs, params.metric) for rs in by_member(ok).values()]
+        means = [m for (m,) in per_member]
         worst = min(means) if self.sign > 0 else max(means)
         passed = worst >= params.bound - tol if self.sign > 0 else worst <= params.bound + tol
         op = "≥" if self.sign > 0 else "≤"
@@ -198,12 +206,11 @@ class Near(Claim):
     default_tolerance = 0.05
 
     def judge(self, params: NearParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, (params.metric,))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        bad, ok, per_member = _per_member(self, expectation, subject, params.metric)
+        if bad:
+            return bad
         tol = self.tolerance(params)
-        val = max((mean_of(rs, params.metric) for rs in by_member(ok).values()), key=lambda v: abs(v - params.target))
+        val = max((m for (m,) in per_member), key=lambda v: abs(v - params.target))
         return Verdict(expectation, self.name, subject.name, subject.task, val, f"|{params.metric} − {params.target:g}| ≤ {tol:g}",
                        abs(val - params.target) <= tol, f"{params.metric}, mean over seeds, farthest of {_n(ok)}")
 
@@ -224,12 +231,10 @@ class NearTheory(Claim):
 
     def judge(self, params: NearTheoryParams, expectation: str, subject: Subject) -> Verdict:
         partner = theory_partner(params.metric) or ""
-        why = unusable(subject.records, (params.metric, partner))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        bad, _, pairs = _per_member(self, expectation, subject, params.metric, partner)
+        if bad:
+            return bad
         tol = self.tolerance(params)
-        pairs = [(mean_of(rs, params.metric), mean_of(rs, partner)) for rs in by_member(ok).values()]
         model, theory = max(pairs, key=lambda p: abs(p[0] - p[1]))
         return Verdict(expectation, self.name, subject.name, subject.task, model - theory, f"|{params.metric} − {partner}| ≤ {tol:g}",
                        abs(model - theory) <= tol, f"{params.metric} {model:.3f} vs its theory's {theory:.3f} (mean over seeds)")
@@ -261,12 +266,10 @@ class BelowRatio(Claim):
         return []
 
     def judge(self, params: RelativeParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, (params.metric, params.reference))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        bad, _, pairs = _per_member(self, expectation, subject, params.metric, params.reference)
+        if bad:
+            return bad
         tol = self.tolerance(params)
-        pairs = [(mean_of(rs, params.metric), mean_of(rs, params.reference)) for rs in by_member(ok).values()]
         a, b = max(pairs, key=lambda p: p[0] - params.ratio * p[1])
         gap = a - params.ratio * b
         return Verdict(expectation, self.name, subject.name, subject.task, gap,
