@@ -232,7 +232,7 @@ def whole_outcome(whole: LoadedSuite, ran: SuiteOutcome, out_dir: Path, *, profi
             n_seeds[(c.model, c.group, c.task)] = n_seeds.get((c.model, c.group, c.task), 0) + 1
     records = [c.record for c in cells if c.record is not None]
     verdicts = evaluate_expectations(whole.suite.expectations, records, whole.tags, partial=True,
-                                     expected=[(m, g, t, n) for (m, g, t), n in n_seeds.items()])
+                                     expected=[(m, g, t, n) for (m, g, t), n in n_seeds.items()], profile=profile)
     return SuiteOutcome(whole.name, whole.path, profile, cells, verdicts, partial=True, notes=list(ran.notes),
                         selected=selected)
 

@@ -116,6 +116,15 @@ def test_a_failure_outside_the_scope_is_not_absorbed(tmp_path, capsys, scope, wh
     assert set(got.values()) == {"FAIL", "XFAIL"} if expected else set(got.values()) == {"FAIL"}
 
 
+def test_a_partial_runs_whole_suite_report_scopes_known_failures_by_the_runs_profile(tmp_path, capsys):
+    # The report after `--task` judges the whole suite from the store: with the run's profile, so a failure
+    # declared for `alt` stays XFAIL there as in the run's own verdicts (it read as FAIL without the profile).
+    suite = write(tmp_path, "beats_kernel", "te, order", known(models="[ovl, ntk]", tasks="[te, order]", profiles="[alt]"))
+    out = tmp_path / "out"
+    assert main(["run", "--suite", str(suite), "--results", str(out), "--profile", "alt", "--task", "te", "--quiet"]) == 0
+    assert verdicts(out) == {("ovl", "te"): "XFAIL", ("ntk", "te"): "XFAIL"}
+
+
 def test_a_known_failure_outside_its_measured_range_warns(tmp_path, capsys):
     # beats_kernel measures a gap of 0 for a kernel: declared as measured in [0.1, 0.2], it warns (and stays XFAIL).
     suite = write(tmp_path, "beats_kernel", "te", known(models="[ovl, ntk]", measured="[0.1, 0.2]"))
