@@ -254,6 +254,7 @@ def evaluate(
     from compbench.outcome import outcome_of_run
     from compbench.runner.run import run_suite, unselected
     from compbench.suite import add_adapter_models, load_suite, matches, seeds_override, unmatched_tasks
+    from compbench.suite.load import no_model_message
     from compbench.suite.load import LoadedSuite as _Loaded
 
     _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
@@ -276,9 +277,7 @@ def evaluate(
             patterns += [added.get(n, n) for n in names]
         unmatched = [p for p in patterns if not any(matches(m.id, [p], m.group) for m in loaded.models)]
         if unmatched:
-            raise SuiteError([_issue("models", f"{' '.join(unmatched)} matches no model of suite {loaded.name} and no "
-                                     f"adapter (models: {', '.join(m.id for m in loaded.suite.models)}; adapters: "
-                                     "see `compbench list`)")])
+            raise SuiteError([_issue("models", no_model_message(loaded, unmatched))])
     from compbench.adapters import get_adapter
 
     notes = [f"model {model_id!r} has no source compbench can read (defined interactively?): its cells are "

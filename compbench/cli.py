@@ -157,6 +157,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report.terminal import one_line
     from compbench.runner.run import run_suite, unselected
     from compbench.suite import seeds_override, unmatched_tasks
+    from compbench.suite.load import no_model_message
 
     formats = parse_formats(args.format)
     loaded = _load(args, args.profile)
@@ -190,8 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _err(str(exc))
         return EXIT_USAGE
     if args.model and not summary.jobs:
-        _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
-             f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
+        _err(f"--model {no_model_message(loaded, args.model)}")
         return EXIT_USAGE
     if args.task and not summary.jobs:
         _err(f"no model of suite {loaded.name} runs on the tasks --task {' '.join(args.task)} selects")
@@ -281,6 +281,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     from compbench.outcome import outcome_of_run
     from compbench.runner.run import run_suite
     from compbench.suite import seeds_override
+    from compbench.suite.load import no_model_message
 
     if args.seed_start is not None and args.seeds is None:
         _err("--seed-start needs --seeds (seeds --seed-start .. --seed-start + N - 1); without it the suite's own seeds run")
@@ -307,8 +308,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
                         model_patterns=model_patterns)
     if args.model and not summary.jobs:
-        _err(f"--model {' '.join(args.model)} matches no model of suite {loaded.name} and no adapter "
-             f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
+        _err(f"--model {no_model_message(loaded, args.model)}")
         return EXIT_USAGE
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
     return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)

@@ -455,6 +455,13 @@ def unmatched_tasks(loaded: LoadedSuite, patterns: list[str]) -> str | None:
             f"(tasks: {', '.join(t.id for t in loaded.suite.tasks)})")
 
 
+def no_model_message(loaded: LoadedSuite, patterns: list[str]) -> str:
+    """'P Q matches no model of suite S and no adapter (models: ...)': what `run --model`, `check --model` and
+    `evaluate(models=)` say of model patterns that select nothing."""
+    return (f"{' '.join(patterns)} matches no model of suite {loaded.name} and no adapter "
+            f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
+
+
 def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
     """Replace every non-deterministic model's seeds by start..start+n-1 (CLI --seeds)."""
     from compbench.adapters import get_adapter
