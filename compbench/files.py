@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import secrets
 import stat
 from pathlib import Path, PurePosixPath
@@ -198,6 +199,14 @@ def _refuse_non_file(dfd: int, name: str, path: Path, verb: str) -> None:
                           f"directory: remove the link (the file it points to was not touched)")
     if not stat.S_ISREG(mode):
         raise OutputError(f"{path}: is not a regular file; refusing to {verb} it: move it aside")
+
+
+_TEMPORARY = re.compile(r"\..+\.[0-9]+\.[0-9a-f]{8}\.tmp")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is one of `write_atomic`'s half-written temporaries (another process may be writing it)."""
+    return _TEMPORARY.fullmatch(name) is not None
 
 
 def _replace(dfd: int, name: str, payload: bytes) -> None:

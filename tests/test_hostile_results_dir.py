@@ -81,6 +81,22 @@ def test_a_new_folder_is_claimed_and_an_existing_published_one_keeps_working(sui
     capsys.readouterr()
 
 
+def test_another_runs_half_written_marker_does_not_make_the_folder_foreign(suite, tmp_path, capsys):
+    # Two runs started together on one new folder: the first is writing `.compbench` through its
+    # temporary when the second looks (CI saw the second refuse the folder, exit 2).
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / ".compbench.4242.0123abcd.tmp").write_text("")
+    assert main(["run", "--suite", str(suite), "--results", str(out), "-q"]) == 0
+    assert json.loads((out / ".compbench").read_text())["suite"] == "tiny"
+    # A user's file that merely ends in .tmp is still the user's.
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "draft.tmp").write_text("mine")
+    assert main(["run", "--suite", str(suite), "--results", str(mine), "-q"]) == 2
+    assert "is not a compbench results directory" in refused(capsys)
+
+
 def test_check_and_baseline_record_refuse_a_users_folder_too(suite, tmp_path, capsys):
     mine = tmp_path / "mine"
     mine.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from compbench.records import CellRecord, as_records
-from compbench.files import OutputError, read_contained, sha256_contained, write_atomic
+from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.outcome import SUMMARY_FILE
@@ -337,8 +337,9 @@ def claim_results_dir(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True)
     owner = _read_json(out_dir, SUMMARY_FILE).get("suite")
     # A store file, whatever its state: the store itself refuses one that is not a compbench store (its message).
     ours = isinstance(owner, str) and bool(owner) or os.path.lexists(out_dir / "store" / "records.sqlite")
-    if not ours and out_dir.is_dir() and any(out_dir.iterdir()):
-        held = sorted(p.name for p in out_dir.iterdir())
+    # Another run's half-written marker is not the user's: two runs started together claim one folder.
+    held = sorted(p.name for p in out_dir.iterdir() if not is_temporary(p.name)) if out_dir.is_dir() else []
+    if not ours and held:
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
         raise ForeignResultsError(
             f"{out_dir}: is not a compbench results directory (it holds {shown}); compbench writes only into an "
