@@ -94,8 +94,23 @@ class NetworkParams(AdapterParams):
         "one (dense solver only); ignored with one output",
     )
 
+    ntk_time: Literal["converged", "trained"] = Field(
+        default="converged",
+        description="the theory: the linearised network trained to convergence (kernel regression from f_0), or "
+        "after the steps this seed actually took (full-batch SGD on the MSE only; compbench.theory.linearised)",
+    )
+
     @model_validator(mode="after")
     def _theory_settings(self) -> NetworkParams:
+        if self.ntk_time == "trained":
+            wrong = [f"{k}: {v}" for k, v, ok in (
+                ("theory", self.theory, self.theory == "empirical"), ("optimizer", self.optimizer, self.optimizer == "sgd"),
+                ("loss", self.loss, self.loss == "mse"), ("weight_decay", self.weight_decay, self.weight_decay == 0),
+                ("ntk_solver", self.ntk_solver, self.ntk_solver != "cg")) if not ok]
+            if wrong:
+                raise ValueError("ntk_time: trained is the linearised network after full-batch SGD on the MSE (theory: "
+                                 "empirical, optimizer: sgd, loss: mse, weight_decay: 0, dense Grams); not with "
+                                 + ", ".join(wrong))
         if self.lr_ntk is not None and self.theory != "empirical":
             raise ValueError("lr_ntk needs theory: empirical (the learning rate comes from the empirical NTK at init)")
         if self.ntk_solver == "cg" and self.loss == "logistic":
@@ -205,6 +220,7 @@ class AtInit:
     lambda_max_estimate: float | None = None  # λ_max of K_train from Lanczos, when there is no dense Gram
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    targets: np.ndarray | None = None  # the training targets, kept for the finite-time theory (ntk_time: trained)
 
     def lambda_max(self) -> float | None:
         """The largest eigenvalue of K_train (what lr_ntk scales by), or None without a theory kernel."""
@@ -342,6 +358,8 @@ class NetworkAdapter(Adapter):
 
         p = self.params
         state = AtInit(predict(net, x_tr).double().cpu().numpy(), predict(net, x_ev).double().cpu().numpy())
+        if p.ntk_time == "trained":
+            state.targets = y_tr.double().cpu().numpy()
         t0 = time.perf_counter()
         if p.theory == "empirical":
             state.info["ntk_solver"] = solver = self._solver(len(x_tr), len(x_ev), outputs)
@@ -406,6 +424,8 @@ class NetworkAdapter(Adapter):
         from compbench.training.minibatch import predict
 
         preds = predict(net, x_ev).double().cpu().numpy()
+        if self.params.ntk_time == "trained":  # every training path (one by one, stacked) ends here
+            self._trained_theory(at_init, lr, result.steps)
         info: dict[str, Any] = {
             "epochs": result.epochs,
             "steps": result.steps,
@@ -438,10 +458,31 @@ class NetworkAdapter(Adapter):
             fitted.append(self._fitted(net, result, x_ev, at_init, options["lr"]))
         return fitted
 
+    def _trained_theory(self, at_init: AtInit, lr: float, steps: int) -> None:
+        """The seed's theory at the steps it trained: the linearised network after `steps` full-batch SGD steps."""
+        from compbench.theory.linearised import linearised_gd
+
+        n = len(at_init.f0_train)
+        if self.params.batch_size < n or at_init.kernels is None or at_init.targets is None:
+            raise ValueError(f"ntk_time: trained needs full-batch training (batch_size ≥ {n} training samples, got "
+                             f"{self.params.batch_size}) and the dense eNTK Grams")
+        K_tt, K_et = at_init.kernels
+        y = at_init.targets
+        flat = K_tt.shape[0] != n  # the full (n·K × n·K) eNTK: sample-major rows, y flattened
+        theory = linearised_gd(
+            K_tt, K_et, y.reshape(-1) if flat else y, lr=lr, steps=steps, momentum=self.params.momentum,
+            n_samples=n, f0_train=at_init.f0_train.reshape(-1) if flat else at_init.f0_train,
+            f0_eval=at_init.f0_eval.reshape(-1) if flat else at_init.f0_eval,
+        )
+        at_init.theory = theory.reshape(at_init.f0_eval.shape)
+        at_init.info["ntk_time"] = f"trained ({steps} steps)"
+
     def theory_options(self) -> dict[str, Any]:
         """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross_entropy and
         categorical_hinge → min-norm regression of the one-hot targets (the theory predicts the
         MSE-on-one-hot network)."""
+        if self.params.ntk_time == "trained":
+            return {"objective": "linearised_gd"}
         return {"objective": "svm" if self.params.loss == "logistic" else "min_norm"}
 
     def theory_kernel_name(self) -> str:

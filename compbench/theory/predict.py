@@ -33,4 +33,7 @@ def theory_predictions(
         return kernel_svm(K_train, K_eval, y_train, C=C, max_iter=max_iter)[0]
     if objective == "svr":
         return kernel_svr(K_train, K_eval, y_train, C=C, epsilon=epsilon, max_iter=max_iter)[0]
+    if objective == "linearised_gd":
+        raise ValueError("objective 'linearised_gd' needs each seed's learning rate and steps: its adapter gives the "
+                         "prediction (Fitted.theory_predictions, compbench.theory.linearised)")
     raise ValueError(f"unknown objective {objective!r}")
