@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
+from compbench.controls import strip_controls
+
 RECORD_SCHEMA = 2  # 1: compbench 0.1.0's flat dicts (metrics as top-level keys); 2: this class
 
 
@@ -40,6 +42,13 @@ class CellError:
     stage: str | None = None
     contract_breaks: tuple[str, ...] = ()
     traceback: str | None = None
+
+    def __post_init__(self) -> None:
+        # A model's exception text reaches terminals and reports: its control sequences go here, where
+        # every error is made or read back from a store, so no place that shows one can obey them.
+        object.__setattr__(self, "message", strip_controls(str(self.message)))
+        if self.traceback is not None:
+            object.__setattr__(self, "traceback", strip_controls(str(self.traceback)))
 
     def to_dict(self) -> dict[str, Any]:
         """The error as stored."""

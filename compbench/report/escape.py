@@ -1,8 +1,8 @@
 """Text from a suite made safe for the programs people open reports in: spreadsheets and markdown viewers.
 
-Every CSV file of a report is made by `csv_text`, every markdown table cell passes `md_cell`:
-descriptions, component names and labels are free text in the suite file, and a report is opened
-by people who did not write it.
+Every CSV file of a report is made by `csv_text`, every piece of free text in the markdown passes
+`md_text` (a table cell `md_cell`): descriptions, component names, labels and model error messages
+are text compbench did not write, and a report is opened by people who did not write it either.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import re
 from typing import Any
 
 import numpy as np
+
+from compbench.controls import strip_controls
 
 # A spreadsheet evaluates a cell starting with one of these as a formula (OWASP: CSV injection).
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -70,9 +72,16 @@ def _escaped(column: Any) -> Any:
     return pd.Series(values, index=column.index, name=column.name, dtype=object)
 
 
+# A link or an image needs `]` right before `(` (inline), `[` (reference) or `:` (a definition a
+# shortcut `[label]` would use); each such `]` is escaped, and every backslash first, so that a
+# backslash in the text cannot un-escape it. `<...>` autolinks and raw HTML are escaped as HTML.
+_LINK_CLOSE = re.compile(r"\](?=[(\[:])")
+
+
 def md_text(text: str) -> str:
-    """Free text for a markdown line: HTML special characters escaped, line breaks as spaces."""
-    return " ".join(html.escape(str(text), quote=False).splitlines())
+    """Free text for a markdown line: no control sequences, no live link, image or HTML, line breaks as spaces."""
+    flat = strip_controls(" ".join(html.escape(str(text), quote=False).splitlines()))
+    return _LINK_CLOSE.sub(r"\\]", flat.replace("\\", "\\\\"))
 
 
 def md_cell(text: str) -> str:

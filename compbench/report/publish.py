@@ -145,9 +145,17 @@ def _can_fork() -> bool:
 
 
 def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord],
-          selected: frozenset[tuple[str, str]] | None = None) -> None:
-    """In the forked process: draw (and with out_dir, write) the plots, send them back, or the traceback."""
+          selected: frozenset[tuple[str, str]] | None = None, parent: int | None = None, inherited: tuple[Any, ...] = ()) -> None:
+    """In the forked process: draw (and with out_dir, write) the plots, send them back, or the traceback.
+
+    It dies with `parent` (a `kill -9` of the report leaves no process drawing), closing `inherited`
+    (its copy of the pipe's read end, which kept a send to a dead parent blocked for ever) first.
+    """
     import traceback
+
+    from compbench.runner.orphan import die_with_parent
+
+    die_with_parent(parent, inherited)
 
     try:
         from compbench.report.plots import write_plots
@@ -172,9 +180,12 @@ class _PlotWorker:
                  selected: frozenset[tuple[str, str]] | None = None) -> None:
         import multiprocessing
 
+        from compbench.runner.orphan import inherited_ends, parent_of_children
+
         mp = multiprocessing.get_context("fork")
         self.conn, child = mp.Pipe(duplex=False)
-        self.proc = mp.Process(target=_draw, args=(child, out_dir, loaded, records, selected), daemon=True, name="compbench-plots")
+        self.proc = mp.Process(target=_draw, daemon=True, name="compbench-plots", args=(
+            child, out_dir, loaded, records, selected, parent_of_children(mp), inherited_ends(mp, self.conn)))
         self.proc.start()
         child.close()
         self._result: list[Any] | None = None

@@ -23,6 +23,7 @@ from compbench.records import CellRecord
 from compbench.runner.execute import failed_records, run_job
 from compbench.runner.interrupt import kill_and_reap
 from compbench.runner.memory import keep_freed_memory
+from compbench.runner.orphan import die_with_parent, inherited_ends, parent_of_children
 from compbench.runner.threads import ThreadPlan, apply_in_worker
 from compbench.runner.threads import usable_cores as _usable_cores
 from compbench.stage_progress import listening
@@ -129,13 +130,16 @@ def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[CellReco
         yield i, run_job(job, device)
 
 
-def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str, threads: ThreadPlan | None = None) -> None:
+def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str, threads: ThreadPlan | None = None,
+                 parent: int | None = None, inherited: tuple[Connection, ...] = ()) -> None:
     """A pool worker: run the jobs sent over `conn` in order, sending back each job's records as it ends.
 
     The parent sends jobs in batches ((index, args) lists) ahead of need, so a worker never waits
     for the parent between two jobs; each result goes back at once, so the parent knows which job
-    is running (the first it has not received) and a crash loses only that one.
+    is running (the first it has not received) and a crash loses only that one. It dies with `parent`
+    (runner.orphan), closing `inherited` (the parent's end of its pipe, under fork) first.
     """
+    die_with_parent(parent, inherited)
     # The parent owns Ctrl-C and SIGTERM (a signal to the process group reaches workers too): it
     # stops the workers itself, so a worker never dies mid-send or is recorded as a crashed job.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -188,7 +192,8 @@ class _Worker:
 
     def __init__(self, ctx: Any, tasks: dict[str, PreparedTask], device: str, threads: ThreadPlan | None = None) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, tasks, device, threads), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, daemon=True, args=(
+            child, tasks, device, threads, parent_of_children(ctx), inherited_ends(ctx, self.conn)))
         self.proc.start()
         child.close()
         self.ready = False
