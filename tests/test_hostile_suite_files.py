@@ -1,0 +1,126 @@
+"""Hostile suite files and results directories (issue #35, items 11, 12 and 14): what a suite file (data)
+may cost and where it may write, and files put where compbench expects its own.
+
+Every case goes through the real CLI (`compbench.cli.main`), a subprocess where a hang is the defect,
+or the public API (`compbench.parse_suite`, `compbench.evaluate`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import time
+from pathlib import Path
+
+import pytest
+from tiny_suites import TINY
+
+import compbench
+from compbench.cli import main
+from compbench.limits import limits, set_limits
+from compbench.suite import SuiteError
+
+
+@dataclasses.dataclass
+class Result:
+    rc: int | None
+    out: str
+    err: str
+
+
+def cli(*argv: str) -> Result:
+    """`compbench ARGV` in this process: exit code and captured output (limits restored afterwards)."""
+    saved = limits()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(argv))
+            except SystemExit as exc:
+                rc = exc.code
+    finally:
+        set_limits(**dataclasses.asdict(saved))
+    return Result(rc, out.getvalue(), err.getvalue())
+
+
+def refused(res: Result, *says: str) -> str:
+    """The one error line of a refused command (exit 2, no traceback), checked to say each of `says`."""
+    assert res.rc == 2, (res.rc, res.out, res.err)
+    assert "Traceback" not in res.err, res.err
+    lines = [line for line in res.err.splitlines() if line.strip()]
+    error = next(line for line in lines if "error" in line or line.startswith("compbench:"))
+    for text in says:
+        assert text in error, (text, res.err)
+    return error
+
+
+def timed_validate(path: Path) -> tuple[Result, float]:
+    start = time.perf_counter()
+    res = cli("validate", str(path))
+    return res, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory) -> None:
+    """Imports done before any clock starts."""
+    path = tmp_path_factory.mktemp("warm") / "ok.yaml"
+    path.write_text(TINY)
+    assert cli("validate", str(path)).rc == 0
+
+
+# --- 11: a wide file is bounded before parsing, and the message names the limit hit ----------------
+
+
+def test_a_wide_suite_over_the_size_limit_is_refused_before_parsing(tmp_path, warm):
+    # 1.8 MB of keys, no aliases: parsed whole before (17 s), then blamed on aliases it does not have.
+    path = tmp_path / "wide.yaml"
+    path.write_text(TINY + "extra:\n" + "".join(f"  k{i}: {i}\n" for i in range(150_000)))
+    assert path.stat().st_size > 1_800_000
+    res, took = timed_validate(path)
+    error = refused(res, f"{path}: the file is {path.stat().st_size:,} bytes", "the limit on a suite file is 1,000,000 bytes",
+                    "refused before parsing")
+    assert "alias" not in error.split(str(path))[-1]
+    assert took < 1.0, took
+
+
+def test_suite_text_given_to_the_api_is_bounded_too():
+    text = TINY + "extra:\n" + "".join(f"  k{i}: {i}\n" for i in range(150_000))
+    with pytest.raises(SuiteError) as exc:
+        compbench.parse_suite(text, "big.yaml")
+    assert str(exc.value) == (f"big.yaml: the file is {len(text):,} characters; the limit on a suite file is 1,000,000 bytes "
+                              "(a suite is a few kB): refused before parsing")
+
+
+def test_many_nodes_without_aliases_are_refused_for_their_number_not_for_aliases(tmp_path, warm):
+    # 300,000 list items in 600 kB (under the size limit): the old message said "expands ... through its aliases".
+    path = tmp_path / "nodes.yaml"
+    path.write_text(TINY + "extra: [" + ",".join(["1"] * 300_000) + "]\n")
+    res, took = timed_validate(path)
+    error = refused(res, f"{path}:{TINY.count(chr(10)) + 1}: more than 100,000 YAML nodes", "the limit on a suite file")
+    assert "alias" not in error.split(str(path))[-1]
+    assert took < 6.0, took
+
+
+# --- 14: the nesting guard counts the parser's events: an anchor or a tag cannot hide a level -------
+
+
+@pytest.mark.parametrize("prefix", ["&deep ", "!!seq ", "&deep !!seq ", "!custom "])
+def test_an_anchor_or_tag_before_the_brackets_does_not_bypass_the_nesting_limit(tmp_path, warm, prefix):
+    path = tmp_path / "deep.yaml"
+    path.write_text(TINY + "x: " + prefix + "[" * 20_000 + "]" * 20_000 + "\n")
+    res, took = timed_validate(path)
+    refused(res, f"{path}:{TINY.count(chr(10)) + 1}: lists and mappings are nested more than 64 levels deep")
+    assert took < 2.0, took
+
+
+def test_model_args_with_an_anchor_are_held_to_the_nesting_limit(tmp_path, warm):
+    path = tmp_path / "s.yaml"
+    path.write_text(TINY)
+    start = time.perf_counter()
+    res = cli("run", "--suite", str(path), "--results", str(tmp_path / "o"), "--model", "kernel", "--quiet",
+              "--model-args", "weights=&w " + "[" * 20_000)
+    assert time.perf_counter() - start < 2.0
+    refused(res, "--model-args weights", "nested more than 64 levels deep")
+    assert not (tmp_path / "o").exists()
+
