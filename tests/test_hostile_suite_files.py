@@ -124,3 +124,33 @@ def test_model_args_with_an_anchor_are_held_to_the_nesting_limit(tmp_path, warm)
     refused(res, "--model-args weights", "nested more than 64 levels deep")
     assert not (tmp_path / "o").exists()
 
+
+# --- 14: a FIFO where the store goes is refused, not waited on for ever ------------------------------
+
+
+def test_a_fifo_at_the_store_path_is_refused_by_run_and_report(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tiny_suites import kernel_suite
+
+    suite = tmp_path / "k.yaml"
+    suite.write_text(kernel_suite("fifo", "leak", relu=False))
+    results = tmp_path / "results"
+    assert cli("run", "--suite", str(suite), "--results", str(results), "--quiet").rc == 0
+    store = results / "store" / "records.sqlite"
+    for name in os.listdir(store.parent):
+        (store.parent / name).unlink()
+    os.mkfifo(store)
+    for command in (["run", "--suite", str(suite), "--results", str(results), "--quiet"],
+                    ["report", "--suite", str(suite), "--results", str(results)]):
+        try:
+            proc = subprocess.run([sys.executable, "-m", "compbench.cli", *command], capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"compbench {command[0]} waited on the FIFO at {store}")
+        assert proc.returncode == 2, (command[0], proc.returncode, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        errors = [line for line in proc.stderr.splitlines() if str(store) in line]
+        assert len(errors) == 1 and "is a FIFO (named pipe), not a regular file" in errors[0], proc.stderr
+    assert store.is_fifo()  # left where it was, for the user to move aside
