@@ -154,3 +154,42 @@ def test_a_fifo_at_the_store_path_is_refused_by_run_and_report(tmp_path):
         errors = [line for line in proc.stderr.splitlines() if str(store) in line]
         assert len(errors) == 1 and "is a FIFO (named pipe), not a regular file" in errors[0], proc.stderr
     assert store.is_fifo()  # left where it was, for the user to move aside
+
+
+# --- 12: `download: true` writes only into the data cache ------------------------------------------
+
+_TE = "  - {id: te, family: transitive_equivalence}\n"
+
+
+def download_suite(root: str) -> str:
+    """TINY with an MNIST task that asks torchvision to download into `root` (never reached: refused first)."""
+    image = ("  - {id: img, family: additive, params: {anchors: [[4], [4]]}, "
+             f"encoding: {{name: images, source: mnist, root: '{root}', download: true}}}}\n")
+    assert _TE in TINY
+    return TINY.replace(_TE, _TE + image)
+
+
+@pytest.mark.parametrize("where", ["../escape/mnist", "ABSOLUTE"])
+def test_download_outside_the_data_cache_is_refused_at_load_and_makes_no_folder(tmp_path, monkeypatch, where):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COMPBENCH_DATA", str(cache))
+    root = str(tmp_path / "elsewhere" / "mnist") if where == "ABSOLUTE" else where
+    outside = tmp_path / ("elsewhere" if where == "ABSOLUTE" else "escape")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(download_suite(root))
+    line = TINY.split("\n").index(_TE.rstrip("\n")) + 2
+    for command in (["validate", str(suite)], ["run", "--suite", str(suite), "--results", str(tmp_path / "r"), "--quiet"]):
+        res = cli(*command)
+        refused(res, f"{suite}:{line}: tasks[2].encoding.download: `download: true` writes only into the data cache "
+                     f"{str(cache)!r}", f"root {root!r} is {str(outside / 'mnist')!r}, outside it")
+    assert not outside.exists() and not cache.exists() and not (tmp_path / "r").exists()
+
+
+def test_download_inside_the_data_cache_validates(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPBENCH_DATA", str(tmp_path / "cache"))
+    for root in ("mnist", str(tmp_path / "cache" / "cifar")):
+        suite = tmp_path / "s.yaml"
+        suite.write_text(download_suite(root))
+        res = cli("validate", str(suite))
+        assert res.rc == 0, res.err
+    assert not (tmp_path / "cache").exists()  # validating downloads nothing
