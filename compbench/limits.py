@@ -2,11 +2,12 @@
 
 The defaults fit this project's machines (2 cores, 24 GiB) with room to spare: the bundled suites
 use at most 72 cells per task, 6 seeds and a 2,500-member sweep. A user who means more raises a
-limit with the CLI (`--max-cells`, `--max-seeds`, `--max-models`) or `set_limits`.
+limit with the CLI (`--max-cells`, `--max-seeds`, `--max-models`, `--max-task-gib`) or `set_limits`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes seeds below 2**32; every seed must work with every backend
@@ -29,6 +30,7 @@ class Limits:
     seeds: int = 1000  # seeds per model
     models: int = 100_000  # models after sweep expansion, in the whole suite
     samples_per_task: int = 2_000_000  # encoded samples of one task (cells × samples per cell)
+    task_bytes: int = 8 * 2**30  # float32 inputs an encoding renders for one task (training and evaluation)
 
 
 _current = Limits()
@@ -54,3 +56,13 @@ class TooLargeError(ValueError):
         self.asked, self.limit = asked, limit
         shown = f"{asked:,}" if asked < 10**15 else f"{asked:.3e}"  # 40 components of 9 values: 1.478e+38, not 39 digits
         super().__init__(f"{what}: {shown} asked for, the limit is {limit:,} (raise it with {option} if you mean it)")
+
+
+def check_input_bytes(what: str, images: int, shape: tuple[int, ...]) -> None:
+    """TooLargeError if `images` float32 arrays of `shape` exceed the task-bytes limit: sized from the
+    parameters before anything is rendered (a cell limit alone let 126 GB of 256 × 256 sprites through)."""
+    nbytes = int(images) * math.prod(int(n) for n in shape) * 4
+    if nbytes > limits().task_bytes:
+        dims = " × ".join(str(int(n)) for n in shape)
+        raise TooLargeError(f"{what} ({int(images):,} float32 images of {dims}, about {nbytes / 2**30:,.1f} GiB) in bytes",
+                            nbytes, limits().task_bytes, "--max-task-gib")

@@ -193,3 +193,37 @@ def test_download_inside_the_data_cache_validates(tmp_path, monkeypatch):
         res = cli("validate", str(suite))
         assert res.rc == 0, res.err
     assert not (tmp_path / "cache").exists()  # validating downloads nothing
+
+
+# --- 14: the bytes an image encoding will render are bounded, not only its cells -------------------
+
+
+def image_suite(task: str) -> str:
+    """TINY with one more task (a flow mapping) after its te task."""
+    return TINY.replace(_TE, _TE + f"  - {task}\n")
+
+
+@pytest.mark.parametrize(("task", "says"), [
+    # 480,000 cells (under the cell limit) of 256 × 256 sprites: every cell's image and the training cells' copy.
+    ("{id: big, family: sprites, params: {scales: 10, orientations: 40, positions_x: 40, positions_y: 10}, "
+     "encoding: {name: sprites, size: 256}}",
+     "the sprites encoding's inputs (840,000 float32 images of 1 × 256 × 256, about 205.1 GiB) in bytes: "
+     "220,200,960,000 asked for, the limit is 8,589,934,592 (raise it with --max-task-gib if you mean it)"),
+    # 81 cells of 8 × 8 digits, but a billion columns between the two components' images.
+    ("{id: wide, family: additive, params: {anchors: [[4], [4]]}, encoding: {name: digits, distance: 1000000000}}",
+     "the digits encoding's inputs (392 float32 images of 1 × 8 × 1000000008, about 11,682.5 GiB) in bytes: 12,544,000,100,352 asked for"),
+])
+def test_an_image_encoding_that_would_render_too_many_bytes_is_refused_by_validate(tmp_path, task, says):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(image_suite(task))
+    line = TINY.split("\n").index(_TE.rstrip("\n")) + 2
+    refused(cli("validate", str(suite)), f"{suite}:{line}: tasks[2].encoding: {says}")
+
+
+def test_max_task_gib_lets_a_large_image_task_through(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(image_suite("{id: big, family: sprites, params: {scales: 6, orientations: 8, positions_x: 8, positions_y: 8}, "
+                                 "encoding: {name: sprites, size: 256}}"))  # 16,128 images: 3.9 GiB
+    refused(cli("validate", str(suite), "--max-task-gib", "3"), "about 3.9 GiB", "the limit is 3,221,225,472")
+    res = cli("validate", str(suite), "--max-task-gib", "4")
+    assert res.rc == 0, res.err

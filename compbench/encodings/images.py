@@ -26,7 +26,7 @@ import numpy as np
 from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from compbench.encodings.batch import Batch
-from compbench.encodings.image_sources import SOURCES, DataSourceError, ImageSet, download_dir, load_source
+from compbench.encodings.image_sources import SHAPES, SOURCES, DataSourceError, ImageSet, download_dir, load_source
 from compbench.encodings.registry import Encoded, register_encoding
 from compbench.params import StrictParams
 from compbench.tasks import TaskData
@@ -60,6 +60,17 @@ class ImageEncodingParams(StrictParams):
             except DataSourceError as exc:
                 raise ValueError(str(exc)) from None
         return download
+
+
+    def input_images(self, task: TaskData) -> tuple[int, tuple[int, ...]]:
+        """(images, shape of one) this encoding renders for `task` (training and evaluation samples), as `render` lays them out."""
+        ch, h, w = SHAPES[self.source]
+        n_comp = len(task.n_values)
+        d = (w if self.layout == "side_by_side" else 0) if self.distance is None else self.distance
+        channels = ch if self.layout == "side_by_side" else ch * n_comp
+        n_train = int(task.train_mask.sum()) * self.samples_per_cell
+        n_eval = len(task.cells) * (self.eval_samples_per_cell or self.samples_per_cell)
+        return n_train + n_eval, (channels, h, w + (n_comp - 1) * d)
 
 
 def _parse(encoding: str, params: dict[str, Any]) -> ImageEncodingParams:

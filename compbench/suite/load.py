@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from compbench.limits import MAX_SEED, SUITE_FILE_BYTES, TooLargeError, limits
+from compbench.limits import MAX_SEED, SUITE_FILE_BYTES, TooLargeError, check_input_bytes, limits
 from compbench.scoring.metric_facts import metric_allowed
 from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
@@ -126,6 +126,12 @@ def _check_tasks(suite: Suite, lines: LineMap, issues: list[SuiteIssue]) -> dict
                 issues.append(lines.issue(("tasks", i, "encoding"), str(TooLargeError(
                     f"{len(data.cells)} cells × {per_cell} samples per cell", per_cell * len(data.cells),
                     limits().samples_per_task, "--max-cells"))))
+            count = getattr(params, "input_images", None)  # an image encoding sizes what it will render
+            if data is not None and count is not None:
+                try:
+                    check_input_bytes(f"the {task.encoding_name} encoding's inputs", *count(data))
+                except TooLargeError as exc:
+                    issues.append(lines.issue(("tasks", i, "encoding"), str(exc)))
         elif task.encoding_params:
             issues.append(lines.issue(("tasks", i, "encoding"), f"encoding {task.encoding_name!r} takes no parameters, got {sorted(task.encoding_params)}"))
         if data is not None:
