@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes seeds below 2**32; every seed must work with every backend
 
 # A suite file's size and shape, checked before and while it is parsed (compbench/suite/source.py).
-# Not raisable: the largest bundled suite is 22 kB with a few thousand YAML nodes nested 7 deep, and
-# PyYAML is pure Python (a 1.8 MB file took 17 s to parse), so these leave room and stay cheap.
+# Not raisable: the largest bundled suite is 22 kB with 935 YAML nodes nested 7 deep, and PyYAML is
+# pure Python (a 1.8 MB file took 17 s to parse; at these limits the worst file parses in about 5 s).
 SUITE_FILE_BYTES = 1_000_000
 YAML_NODES = 100_000  # keys, values and list items as written (an alias counts once)
 YAML_ALIASES = 1000
