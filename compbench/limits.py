@@ -30,7 +30,7 @@ class Limits:
     seeds: int = 1000  # seeds per model
     models: int = 100_000  # models after sweep expansion, in the whole suite
     samples_per_task: int = 2_000_000  # encoded samples of one task (cells × samples per cell)
-    task_bytes: int = 8 * 2**30  # float32 inputs an encoding renders for one task (training and evaluation)
+    task_bytes: int = 8 * 2**30  # images a task renders: an image encoding's inputs, slot_render's targets
 
 
 _current = Limits()
@@ -58,11 +58,12 @@ class TooLargeError(ValueError):
         super().__init__(f"{what}: {shown} asked for, the limit is {limit:,} (raise it with {option} if you mean it)")
 
 
-def check_input_bytes(what: str, images: int, shape: tuple[int, ...]) -> None:
-    """TooLargeError if `images` float32 arrays of `shape` exceed the task-bytes limit: sized from the
-    parameters before anything is rendered (a cell limit alone let 126 GB of 256 × 256 sprites through)."""
-    nbytes = int(images) * math.prod(int(n) for n in shape) * 4
+def check_task_bytes(what: str, images: int, shape: tuple[int, ...], itemsize: int = 4) -> None:
+    """TooLargeError if `images` float arrays of `shape` (float32 unless `itemsize` says otherwise) exceed the
+    task-bytes limit: sized from the parameters before anything is rendered (a cell limit alone let 126 GB of
+    256 × 256 sprites through)."""
+    nbytes = int(images) * math.prod(int(n) for n in shape) * itemsize
     if nbytes > limits().task_bytes:
         dims = " × ".join(str(int(n)) for n in shape)
-        raise TooLargeError(f"{what} ({int(images):,} float32 images of {dims}, about {nbytes / 2**30:,.1f} GiB) in bytes",
-                            nbytes, limits().task_bytes, "--max-task-gib")
+        raise TooLargeError(f"{what} ({int(images):,} float{8 * itemsize} images of {dims}, about {nbytes / 2**30:,.1f} GiB) "
+                            "in bytes", nbytes, limits().task_bytes, "--max-task-gib")

@@ -226,3 +226,12 @@ def test_max_task_gib_lets_a_large_image_task_through(tmp_path):
     refused(cli("validate", str(suite), "--max-task-gib", "3"), "about 3.9 GiB", "the limit is 3,221,225,472")
     res = cli("validate", str(suite), "--max-task-gib", "4")
     assert res.rc == 0, res.err
+
+
+def test_a_slot_render_task_of_too_many_target_bytes_is_refused_before_rendering(tmp_path):
+    # 1,000,000 cells (the cell limit) of 256 × 256 float64 target images: built by validate itself.
+    suite = tmp_path / "s.yaml"
+    suite.write_text(image_suite("{id: slots, family: slot_render, params: {grid: 10, size: 256}}"))
+    line = TINY.split("\n").index(_TE.rstrip("\n")) + 2
+    refused(cli("validate", str(suite)), f"{suite}:{line}: tasks[2].params: the task's target images (1,000,000 float64 images "
+            "of 256 × 256, about 488.3 GiB) in bytes: 524,288,000,000 asked for, the limit is 8,589,934,592")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from compbench.limits import MAX_SEED, SUITE_FILE_BYTES, TooLargeError, check_input_bytes, limits
+from compbench.limits import MAX_SEED, SUITE_FILE_BYTES, TooLargeError, check_task_bytes, limits
 from compbench.scoring.metric_facts import metric_allowed
 from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
@@ -129,7 +129,7 @@ def _check_tasks(suite: Suite, lines: LineMap, issues: list[SuiteIssue]) -> dict
             count = getattr(params, "input_images", None)  # an image encoding sizes what it will render
             if data is not None and count is not None:
                 try:
-                    check_input_bytes(f"the {task.encoding_name} encoding's inputs", *count(data))
+                    check_task_bytes(f"the {task.encoding_name} encoding's inputs", *count(data))
                 except TooLargeError as exc:
                     issues.append(lines.issue(("tasks", i, "encoding"), str(exc)))
         elif task.encoding_params:
