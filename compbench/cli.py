@@ -523,6 +523,7 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-cells", type=positive_int, metavar="N", help="allow tasks of up to N cells (and N samples per task)")
     p.add_argument("--max-seeds", type=positive_int, metavar="N", help="allow up to N seeds per model")
     p.add_argument("--max-models", type=positive_int, metavar="N", help="allow up to N models after sweep expansion")
+    p.add_argument("--max-task-gib", type=positive_int, metavar="N", help="allow an encoding to render up to N GiB of inputs per task")
 
 
 def _model_options(p: argparse.ArgumentParser) -> None:
@@ -554,6 +555,8 @@ def _apply_limits(args: argparse.Namespace) -> None:
         changes["seeds"] = args.max_seeds
     if getattr(args, "max_models", None) is not None:
         changes["models"] = args.max_models
+    if getattr(args, "max_task_gib", None) is not None:
+        changes["task_bytes"] = args.max_task_gib * 2**30
     if changes:
         set_limits(**changes)
 

@@ -94,10 +94,12 @@ def sha256_contained(root: Path, relative: str | Path) -> str | None:
 
 
 def refuse_links(root: Path, relative: str | Path, verb: str = "open") -> None:
-    """An OutputError if a folder below root, or the file, of root/relative is a symbolic link.
+    """An OutputError if a folder below root, or the file, of root/relative is a symbolic link, or the file
+    is a FIFO, a socket or a device.
 
     For a file another library opens by its path (SQLite opens the store): the rule of every
-    write here, checked before it is opened. A missing folder or file is fine (it is about to be made).
+    write here, checked before it is opened; a FIFO would make that open wait for a writer for ever.
+    A missing folder or file is fine (it is about to be made); a folder is left to the caller to name.
     """
     parts = _parts(root, relative, verb)
     path = Path(root, *parts)
@@ -112,6 +114,10 @@ def refuse_links(root: Path, relative: str | Path, verb: str = "open") -> None:
             raise OutputError(f"{path}: is a symbolic link; compbench never {verb}s through links in a results "
                               f"directory (the file would live outside it): remove the link (the file it points "
                               f"to was not touched)")
+        kind = _special_kind(dfd, parts[-1])
+        if kind:
+            raise OutputError(f"{path}: is {kind}, not a regular file; compbench refuses to {verb} it "
+                              f"(it could wait for ever): move it aside")
     finally:
         os.close(dfd)
 
@@ -184,6 +190,19 @@ def _is_link(dfd: int, name: str) -> bool:
         return stat.S_ISLNK(os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode)
     except OSError:
         return False
+
+
+_SPECIAL = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))
+
+
+def _special_kind(dfd: int, name: str) -> str | None:
+    """'a FIFO (named pipe)', 'a socket', … for such a file; None for a regular file, a folder, a link or nothing."""
+    try:
+        mode = os.stat(name, dir_fd=dfd, follow_symlinks=False).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in _SPECIAL if test(mode)), None)
 
 
 def _refuse_non_file(dfd: int, name: str, path: Path, verb: str) -> None:

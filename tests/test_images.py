@@ -301,6 +301,7 @@ def test_failed_download_is_a_data_source_error(tmp_path, monkeypatch, fresh_sou
             raise urllib.error.URLError("no route to host")
 
     monkeypatch.setattr(torchvision.datasets, "CIFAR10", CIFAR10)
+    monkeypatch.setenv("COMPBENCH_DATA", str(tmp_path))  # download: true writes only into the data cache
     sym = make_task("symmetry", variant="partial_exposure")
     with pytest.raises(DataSourceError, match="downloading CIFAR10 into .*failed .*no route to host.*get the files once"):
         encode("images", sym, source="cifar10", root=str(tmp_path / "new"), download=True)

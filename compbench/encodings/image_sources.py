@@ -7,7 +7,9 @@
 | `mnist` | 60,000 28×28 (train split) | torchvision's MNIST files under a local `root` |
 | `cifar10` | 50,000 32×32×3 (train split) | torchvision's CIFAR-10 files under a local `root` |
 
-Nothing is downloaded unless a suite sets `download: true` for `mnist`/`cifar10`. As in the
+Nothing is downloaded unless a suite sets `download: true` for `mnist`/`cifar10`, and then only into
+the user's data cache (`data_cache()`: `$COMPBENCH_DATA`, else `~/.cache/compbench/data`): a suite
+file is data, and data may not make folders or write files anywhere else. As in the
 reference code, the train split of torchvision's datasets is used, MNIST is normalised with
 mean 0.1307 / sd 0.3081 and CIFAR-10 per channel with (0.4914, 0.4822, 0.4465) /
 (0.2023, 0.1994, 0.2010); `digits` is scaled to [0, 1] and normalised by its own mean and sd.
@@ -23,12 +25,14 @@ the data file, so MNIST's terms apply to it.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 SOURCES = ("digits", "mnist-5k", "mnist", "cifar10")
+SHAPES = {"digits": (1, 8, 8), "mnist-5k": (1, 28, 28), "mnist": (1, 28, 28), "cifar10": (3, 32, 32)}  # (channels, H, W)
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
 
@@ -102,6 +106,26 @@ def _mnist_5k() -> ImageSet:
     return ImageSet("mnist-5k", raw, table[:, -1].astype(np.int64), np.array([MNIST_MEAN]), np.array([MNIST_STD]), 1 / 255)
 
 
+def data_cache() -> Path:
+    """The only folder a suite's `download: true` may write into: $COMPBENCH_DATA, else ~/.cache/compbench/data."""
+    return Path(os.environ.get("COMPBENCH_DATA") or "~/.cache/compbench/data").expanduser().resolve()
+
+
+def download_dir(root: str) -> Path:
+    """Where `download: true` puts a source's files: `root` inside the data cache (a relative root is taken
+    from there); a DataSourceError if it resolves anywhere else, before any folder is made."""
+    cache = data_cache()
+    path = (cache / Path(root).expanduser()).resolve()  # an absolute root replaces the cache; `..` and links resolved
+    if not path.is_relative_to(cache):
+        raise DataSourceError(
+            f"`download: true` writes only into the data cache {str(cache)!r} ($COMPBENCH_DATA, else "
+            f"~/.cache/compbench/data), and root {root!r} is {str(path)!r}, outside it: a suite file may not make "
+            f"folders elsewhere; give a root inside the cache (e.g. `root: mnist`), or download the files yourself "
+            f"and set `download: false`"
+        )
+    return path
+
+
 def _how_to_get(source: str, root: str) -> str:
     cls = "MNIST" if source == "mnist" else "CIFAR10"
     return (
@@ -120,7 +144,7 @@ def _torchvision(source: str, root: str | None, download: bool) -> ImageSet:
         import torchvision
     except ImportError:
         raise DataSourceError(f"image source {source!r} needs torchvision: pip install torchvision") from None
-    path = Path(root).expanduser()
+    path = download_dir(root) if download else Path(root).expanduser()
     if not download and not path.is_dir():
         raise DataSourceError(f"image source {source!r}: root {str(path)!r} does not exist; {_how_to_get(source, str(path))}")
     name = "MNIST" if source == "mnist" else "CIFAR10"

@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from compbench.encodings.batch import Batch
-from compbench.encodings.image_sources import SOURCES, DataSourceError, ImageSet, load_source
+from compbench.encodings.image_sources import SHAPES, SOURCES, DataSourceError, ImageSet, download_dir, load_source
 from compbench.encodings.registry import Encoded, register_encoding
 from compbench.params import StrictParams
 from compbench.tasks import TaskData
@@ -39,7 +39,8 @@ class ImageEncodingParams(StrictParams):
 
     source: Literal["digits", "mnist-5k", "mnist", "cifar10"] = "digits"
     root: str | None = Field(default=None, description="mnist/cifar10: directory holding torchvision's files")
-    download: bool = Field(default=False, description="mnist/cifar10: let torchvision download into root")
+    download: bool = Field(default=False, description="mnist/cifar10: let torchvision download into root, which must then "
+                           "lie in the data cache ($COMPBENCH_DATA, else ~/.cache/compbench/data; a relative root is taken from there)")
     samples_per_cell: int = Field(default=4, ge=1, description="training samples per training cell")
     eval_samples_per_cell: int | None = Field(default=None, ge=1, description="evaluation samples per cell (default: samples_per_cell)")
     layout: Literal["side_by_side", "channels"] = "side_by_side"
@@ -47,6 +48,29 @@ class ImageEncodingParams(StrictParams):
     train_images_per_class: int | None = Field(default=None, ge=1, description="training pool size per class (default: min(200, half the smallest class))")
     permutation: bool = Field(default=True, description="random value → class map per component (else value v → v-th class)")
     seed: int = 0
+
+
+    @field_validator("download")
+    @classmethod
+    def _downloads_only_into_the_cache(cls, download: bool, info: ValidationInfo) -> bool:
+        # Checked when the suite is validated, so a root outside the cache is refused before anything runs.
+        if download and info.data.get("source") in ("mnist", "cifar10") and info.data.get("root") is not None:
+            try:
+                download_dir(info.data["root"])
+            except DataSourceError as exc:
+                raise ValueError(str(exc)) from None
+        return download
+
+
+    def input_images(self, task: TaskData) -> tuple[int, tuple[int, ...]]:
+        """(images, shape of one) this encoding renders for `task` (training and evaluation samples), as `render` lays them out."""
+        ch, h, w = SHAPES[self.source]
+        n_comp = len(task.n_values)
+        d = (w if self.layout == "side_by_side" else 0) if self.distance is None else self.distance
+        channels = ch if self.layout == "side_by_side" else ch * n_comp
+        n_train = int(task.train_mask.sum()) * self.samples_per_cell
+        n_eval = len(task.cells) * (self.eval_samples_per_cell or self.samples_per_cell)
+        return n_train + n_eval, (channels, h, w + (n_comp - 1) * d)
 
 
 def _parse(encoding: str, params: dict[str, Any]) -> ImageEncodingParams:

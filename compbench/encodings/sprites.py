@@ -26,6 +26,10 @@ class SpriteEncodingParams(StrictParams):
     supersample: int = Field(default=4, ge=1, le=16, description="subsamples per pixel side (anti-aliasing)")
     normalize: bool = Field(default=False, description="centre and scale pixels by the training images' mean and sd")
 
+    def input_images(self, task: TaskData) -> tuple[int, tuple[int, ...]]:
+        """(images, shape of one) this encoding renders for `task`: every cell's, and the training cells' copy."""
+        return len(task.cells) + int(task.train_mask.sum()), (1, self.size, self.size)
+
 
 @register_encoding("sprites", SpriteEncodingParams, produces="image")
 def encode_sprites(task: TaskData, **params: Any) -> Encoded:

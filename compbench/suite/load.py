@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -10,12 +11,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from compbench.limits import MAX_SEED, TooLargeError, limits
+from compbench.limits import MAX_SEED, SUITE_FILE_BYTES, TooLargeError, check_task_bytes, limits
 from compbench.scoring.metric_facts import metric_allowed
 from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
 from compbench.suite.source import (
-    LineMap, SuiteError, SuiteIssue, check_nesting, decode_suite, format_loc, parse_yaml, validation_issues,
+    LineMap, SuiteError, SuiteIssue, check_size, decode_suite, format_loc, load_value, parse_yaml, validation_issues,
 )
 
 # The bundled suites and their baselines live once, in the repository's top-level suites/ and
@@ -125,6 +126,12 @@ def _check_tasks(suite: Suite, lines: LineMap, issues: list[SuiteIssue]) -> dict
                 issues.append(lines.issue(("tasks", i, "encoding"), str(TooLargeError(
                     f"{len(data.cells)} cells × {per_cell} samples per cell", per_cell * len(data.cells),
                     limits().samples_per_task, "--max-cells"))))
+            count = getattr(params, "input_images", None)  # an image encoding sizes what it will render
+            if data is not None and count is not None:
+                try:
+                    check_task_bytes(f"the {task.encoding_name} encoding's inputs", *count(data))
+                except TooLargeError as exc:
+                    issues.append(lines.issue(("tasks", i, "encoding"), str(exc)))
         elif task.encoding_params:
             issues.append(lines.issue(("tasks", i, "encoding"), f"encoding {task.encoding_name!r} takes no parameters, got {sorted(task.encoding_params)}"))
         if data is not None:
@@ -439,7 +446,9 @@ def load_suite(name_or_path: str | Path, profile: str | None = None) -> LoadedSu
         what = "is a directory, not a suite file" if path.is_dir() else f"no such suite file (bundled suites: {known})"
         raise SuiteError([SuiteIssue(str(path), None, "", what)])
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            check_size(os.fstat(fh.fileno()).st_size, "bytes", str(path))
+            data = fh.read(SUITE_FILE_BYTES + 1)  # a file still growing is read no further than the limit
     except OSError as exc:
         raise SuiteError([SuiteIssue(str(path), None, "", f"cannot read the file: {exc.strerror or exc}")]) from None
     return parse_suite(data, str(path), path, profile)
@@ -517,9 +526,8 @@ def parse_model_args(text: str) -> dict[str, Any]:
             raise ValueError(f"--model-args takes key=value pairs separated by commas, got {part!r}")
         if key in out:
             raise ValueError(f"--model-args gives {key!r} twice; give each key once")
-        check_nesting(value, f"--model-args {key}")
         try:
-            out[key] = yaml.safe_load(value) if value else ""
+            out[key] = load_value(value, f"--model-args {key}") if value else ""
         except yaml.YAMLError as exc:
             if value[:1] in "[{'\"":
                 raise ValueError(f"--model-args {key}: cannot read {value!r} as a YAML value "

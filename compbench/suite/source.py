@@ -1,27 +1,20 @@
 """Reading a suite file: bytes → UTF-8 text → YAML data with the line of every key and item.
 
 Every problem is a `SuiteIssue` (file, line, field, message). Hostile input is refused before it
-costs anything: non-UTF-8 bytes, duplicate keys, and alias bombs (a document whose aliases expand
-to more nodes than any suite needs).
+costs anything: a file over the size limit (before parsing), non-UTF-8 bytes, duplicate keys, and,
+while parsing, more nesting, nodes or aliases than a suite needs; alias bombs (a document whose
+aliases expand to more nodes than any suite needs) before they are expanded.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-MAX_FILE_BYTES = 10 * 1024 * 1024  # a suite is a few kB; a 10 MB "suite" is a mistake
-MAX_ALIASES = 1000
-MAX_EXPANDED_NODES = 200_000  # nodes the document would have with every alias expanded
-# Lists and mappings inside each other: the bundled suites reach 6 levels. PyYAML's parser and
-# composer recurse once per level and slow down sharply with depth (a 40 kB `[[[[...` took 40 s to
-# be refused), so the depth is counted on the text before the parser sees it.
-MAX_NESTING = 64
-_BLOCK_SCALAR = re.compile(r"(?:^|[\s:-])[|>][0-9+-]*\s*(?:#.*)?$")
+from compbench.limits import SUITE_FILE_BYTES, YAML_ALIASES, YAML_EXPANDED_NODES, YAML_NESTING, YAML_NODES
 
 
 @dataclass(frozen=True)
@@ -61,8 +54,7 @@ def format_loc(loc: tuple[Any, ...]) -> str:
 
 def decode_suite(data: bytes, file: str) -> str:
     """UTF-8 text (a BOM is allowed); anything else is a SuiteError saying what the bytes look like."""
-    if len(data) > MAX_FILE_BYTES:
-        raise SuiteError([SuiteIssue(file, None, "", f"the file is {len(data):,} bytes; a suite file is at most {MAX_FILE_BYTES:,}")])
+    check_size(len(data), "bytes", file)
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise SuiteError([SuiteIssue(file, None, "", "the file is UTF-16 text (it starts with a UTF-16 byte-order mark); "
                                      "compbench reads UTF-8: convert it, e.g. `iconv -f UTF-16 -t UTF-8 FILE > NEW`")])
@@ -144,113 +136,77 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
     return size
 
 
-def _count_aliases(text: str) -> int:
-    count = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.AliasEvent):
-            count += 1
-            if count > MAX_ALIASES:
-                break
-    return count
+def check_size(size: int, unit: str, file: str) -> None:
+    """SuiteError if a suite of `size` bytes (or characters) is over the suite-file limit: checked before parsing."""
+    if size > SUITE_FILE_BYTES:
+        raise SuiteError([SuiteIssue(file, None, "", f"the file is {size:,} {unit}; the limit on a suite file is "
+                                     f"{SUITE_FILE_BYTES:,} bytes (a suite is a few kB): refused before parsing")])
 
 
-def _starts_value(line: str, i: int, flow: int) -> bool:
-    """Whether position i of a line is where a YAML value starts: the line's start, after `: `, `- `, `? `,
-    or inside a flow collection after `,`, `[`, `{`."""
-    j = i - 1
-    while j >= 0 and line[j] in " \t":
-        j -= 1
-    if j < 0 or (flow and line[j] in ",[{"):
-        return True
-    return line[j] in ":-?" and j + 1 < i  # an indicator is followed by a space
+class _GuardedLoader(yaml.SafeLoader):
+    """SafeLoader whose composer refuses, as it goes, more nesting, nodes or aliases than the limits allow.
 
-
-def _line_depths(line: str, flow: int, quote: str | None) -> tuple[int, int, str | None, bool]:
-    """Scan one line: (deepest flow depth on it, flow depth at its end, open quote at its end, whether it
-    ends in a block scalar indicator). Brackets inside quotes and comments are not counted."""
-    deepest, i, n = flow, 0, len(line)
-    while i < n:
-        c = line[i]
-        if quote is not None:
-            if c == "\\" and quote == '"':
-                i += 2
-                continue
-            if c == quote:
-                if quote == "'" and i + 1 < n and line[i + 1] == "'":  # '' is a quote inside '...'
-                    i += 2
-                    continue
-                quote = None
-            i += 1
-            continue
-        if c == "#" and (i == 0 or line[i - 1] in " \t"):
-            break
-        if c in "'\"[{" and ((flow and c in "[{") or _starts_value(line, i, flow)):
-            # A quote or a bracket inside plain text (`don't`, `a[0]`) is text, not syntax.
-            if c in "[{":
-                flow += 1
-                deepest = max(deepest, flow)
-            else:
-                quote = c
-        elif c in "]}" and flow:
-            flow -= 1
-        i += 1
-    return deepest, flow, quote, flow == 0 and quote is None and bool(_BLOCK_SCALAR.search(line))
-
-
-def check_nesting(text: str, file: str, limit: int = MAX_NESTING) -> None:
-    """SuiteError at the first line where lists and mappings nest deeper than `limit`, found without parsing.
-
-    Counts flow brackets (`[`, `{`) and block indentation levels (each deeper indentation, and each
-    `- ` starting a nested sequence on one line), skipping quoted text, comments and block scalars.
+    Counted on the parser's events, so an anchor, a tag, flow or block style cannot hide a level;
+    PyYAML's composer recurses once per level and its scanner slows down sharply with depth, so
+    stopping at the limit is what keeps a hostile file cheap (a 40 kB `[[[[…` is refused in milliseconds).
     """
-    indents: list[int] = []  # indentation of each open block level
-    flow, quote = 0, None
-    scalar_indent: int | None = None  # inside a block scalar (`|`, `>`): lines indented deeper are text
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.lstrip(" ")
-        indent = len(line) - len(stripped)
-        if scalar_indent is not None:
-            if not stripped.strip() or indent > scalar_indent:
-                continue
-            scalar_indent = None
-        block = len(indents)
-        if flow == 0 and quote is None and stripped and not stripped.startswith("#"):
-            columns = [indent]
-            rest = stripped
-            while rest[:1] == "-" and rest[1:2] in (" ", "\t"):  # `- - - x`: sequences nested on one line
-                pad = len(rest) - len(rest[1:].lstrip(" \t")) if rest[1:].strip() else 1
-                columns.append(columns[-1] + pad)
-                rest = rest[pad:]
-            for col in columns:
-                while indents and indents[-1] >= col:
-                    indents.pop()
-                indents.append(col)
-            block = len(indents)
-        deepest, flow, quote, opens_scalar = _line_depths(line, flow, quote)
-        if block + deepest > limit:
-            raise SuiteError([SuiteIssue(file, number, "", f"lists and mappings are nested more than {limit} levels deep "
-                                         "here; a suite needs a few (refused before parsing)")])
-        if opens_scalar:
-            scalar_indent = indent
-    return None
+
+    def __init__(self, text: str, file: str, nesting: int) -> None:
+        super().__init__(text)
+        self.file, self.nesting = file, nesting
+        self.depth = self.nodes = self.aliases = 0
+
+    def _refuse(self, message: str) -> None:
+        mark = self.peek_event().start_mark
+        raise SuiteError([SuiteIssue(self.file, mark.line + 1, "", message)])
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:  # type: ignore[override]
+        """Count the node about to be composed against the limits, then compose it."""
+        self.nodes += 1
+        if self.nodes > YAML_NODES:
+            self._refuse(f"more than {YAML_NODES:,} YAML nodes (keys, values and list items; the limit on a suite "
+                         "file): a suite needs a few thousand at most (refused at this line, while parsing)")
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > YAML_ALIASES:
+                self._refuse(f"more than {YAML_ALIASES} YAML aliases (*name): refusing a possible alias bomb")
+            return super().compose_node(parent, index)
+        if not self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            return super().compose_node(parent, index)
+        self.depth += 1
+        if self.depth > self.nesting:
+            self._refuse(f"lists and mappings are nested more than {self.nesting} levels deep here; "
+                         "a suite needs a few (refused while parsing, at this level)")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_value(text: str, what: str, nesting: int = YAML_NESTING) -> Any:
+    """One YAML value (a command-line argument) read as a suite's values are, within the same limits."""
+    check_size(len(text), "characters", what)
+    loader = _GuardedLoader(text, what, nesting)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def parse_yaml(text: str, file: str) -> tuple[Any, LineMap]:
     """The document's data and its line map; every YAML problem is a SuiteError with its line."""
     lines = LineMap(file)
     loader = None
-    check_nesting(text, file)
+    check_size(len(text), "characters", file)
     try:
-        if _count_aliases(text) > MAX_ALIASES:
-            raise SuiteError([SuiteIssue(file, None, "", f"more than {MAX_ALIASES} YAML aliases (*name): refusing a possible alias bomb")])
-        loader = yaml.SafeLoader(text)
+        loader = _GuardedLoader(text, file, YAML_NESTING)
         node = loader.get_single_node()
         if node is None:
             raise SuiteError([SuiteIssue(file, None, "", "the file is empty")])
         size = _expanded_size(node, {})
-        if size > MAX_EXPANDED_NODES:
+        if size > YAML_EXPANDED_NODES:
             raise SuiteError([SuiteIssue(file, None, "", f"the document expands to {size:,} YAML nodes through its aliases "
-                                         f"(limit {MAX_EXPANDED_NODES:,}): refusing a possible alias bomb")])
+                                         f"(limit {YAML_EXPANDED_NODES:,}): refusing a possible alias bomb")])
         lines.record(node, ())
         if lines.issues:
             raise SuiteError(lines.issues)

@@ -103,9 +103,12 @@ def _support(p: SlotRenderParams, cells: np.ndarray, n: int) -> np.ndarray:
 @register_family("slot_render", SlotRenderParams)
 def build_slot_render(p: SlotRenderParams) -> TaskData:
     """Two-slot Gaussian-blob images (additive composition), K = size² outputs per cell."""
+    from compbench.limits import check_task_bytes
+
     lat = slot_latents(p)
     n = len(lat)
     cells = grid((n, n))
+    check_task_bytes("the task's target images", len(cells), (p.size, p.size), itemsize=8)
     blobs = render_blobs(lat, p.size, p.sigma)
     y = blobs[cells[:, 0]] + blobs[cells[:, 1]]
     train = _support(p, cells, n)
