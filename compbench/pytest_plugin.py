@@ -168,7 +168,7 @@ class SuiteFile(pytest.File):
         if not given:
             return
         try:
-            added = add_adapter_models(self.loaded, given)
+            self.loaded, added = add_adapter_models(self.loaded, given)
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
         unknown = [g for g in given if g not in added and not any(matches(m.id, [g], m.group) for m in self.loaded.models)]
