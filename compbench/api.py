@@ -249,6 +249,8 @@ def evaluate(
     (pass None for "all"), a glob that matches no task or model (a typo), a results folder `out`
     that holds another suite's report when `report=True`.
 
+    Ctrl-C (KeyboardInterrupt) stops it: the cells that finished are kept in `out`'s store (a later
+    call with the same `out` resumes from them), then the KeyboardInterrupt is raised again.
     The models it adds are registered for this call only: calls in other threads never see them.
     """
     from compbench.adapters import ADAPTERS
@@ -319,6 +321,10 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
         whole = loaded  # what the report shows after a partial run (publish_run); run_suite narrows a copy
         summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
                             task_patterns=task_patterns, progress=progress, threads=threads)
+        if summary.interrupted:  # run_suite kept what finished; a notebook or script must stop, not read a partial result
+            kept = (f"kept in {out_dir / 'store'}: the same call resumes from them" if out is not None
+                    else "not kept (out=None; give out=PATH to keep finished cells)")
+            raise KeyboardInterrupt(f"evaluate() interrupted: {summary.n_run} cell(s) had finished, {kept}")
         if patterns and not summary.jobs:
             raise SuiteError([_issue("models", f"{' '.join(patterns)} run on none of the tasks selected of suite "
                                      f"{loaded.name}")])

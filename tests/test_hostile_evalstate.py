@@ -86,3 +86,21 @@ def test_evaluate_leaves_the_loaded_suite_it_is_given_as_it_was(suite):
     again = compbench.evaluate(loaded)  # the suite's own models, on all its tasks, with its own seeds
     assert sorted({(r.model, r.task, r.seed) for r in again.records}) == [
         ("overlap", "add", 0), ("overlap", "te", 0), ("relu", "add", 0), ("relu", "te", 0)]
+
+
+def test_ctrl_c_keeps_the_finished_cells_and_raises_keyboard_interrupt(suite, tmp_path):
+    fits = []
+
+    def second_cell_is_interrupted() -> None:
+        fits.append(1)
+        if len(fits) == 2:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt, match="evaluate\\(\\) interrupted: .* kept in"):
+        compbench.evaluate(suite, models=[net_predicting(2.0, second_cell_is_interrupted)], tasks=["*"], out=out)
+    store = ResultStore(out / "store")
+    kept = sorted((r.model, r.task, r.seed) for r in store.latest().values() if r.model == "Net")
+    assert kept == [("Net", "add", 0), ("Net", "add", 1)]  # the first cell (both its seeds), not the interrupted one
+    resumed = compbench.evaluate(suite, models=[net_predicting(2.0)], out=out)
+    assert (resumed.n_cached, resumed.n_run) == (2, 2)  # Net on add is reused (the same source: the same cells); te trains now
