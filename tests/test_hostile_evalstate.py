@@ -104,3 +104,33 @@ def test_ctrl_c_keeps_the_finished_cells_and_raises_keyboard_interrupt(suite, tm
     assert kept == [("Net", "add", 0), ("Net", "add", 1)]  # the first cell (both its seeds), not the interrupted one
     resumed = compbench.evaluate(suite, models=[net_predicting(2.0)], out=out)
     assert (resumed.n_cached, resumed.n_run) == (2, 2)  # Net on add is reused (the same source: the same cells); te trains now
+
+
+@pytest.mark.slow
+def test_pytest_reproduces_check_with_seeds_against_its_baseline(tmp_path):
+    path = tmp_path / "seeds.yaml"
+    path.write_text(kernel_suite("plugseeds", "leak", relu=False).replace(
+        "expectations:", "  - {id: small, adapter: mlp, params: {width: 8, max_steps: 20}, tasks: [add]}\nexpectations:"),
+        encoding="utf-8")
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    results, base = ["--results", str(tmp_path / "res")], str(tmp_path / "base.json")
+    recorded = subprocess.run([sys.executable, "-m", "compbench", "baseline", "record", "--suite", str(path), "--seeds", "3",
+                               "--out", base, *results, "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    check = subprocess.run([sys.executable, "-m", "compbench", "check", "--suite", str(path), "--seeds", "3",
+                            "--baseline", base, *results, "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+    def plugin(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", str(path), "-p", "no:cacheprovider", "-q", "--compbench-results",
+                               str(tmp_path / "res"), "--compbench-baseline", base, *extra],
+                              capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+
+    passed = plugin("--compbench-seeds", "3")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "4 passed" in passed.stdout  # overlap on add and te, small on add, the outcome
+    suites_seeds = plugin()  # the suite's one seed against a baseline of three: what check without --seeds says too
+    assert suites_seeds.returncode == 1, suites_seeds.stdout
+    assert "fewer seeds" in suites_seeds.stdout or "fewer-seeds" in suites_seeds.stdout, suites_seeds.stdout
+    refused = plugin("--compbench-seeds", "0")
+    assert refused.returncode == 4 and "--compbench-seeds" in refused.stderr, refused.stderr
