@@ -77,8 +77,9 @@ class LoadedSuite:
         return list(hit)
 
     def copy(self, **changes: Any) -> LoadedSuite:
-        """A copy with `changes` (e.g. `models=`), sharing nothing a change to it could reach: how every
-        function that alters a suite (adds models, sets seeds, narrows it) leaves its caller's as it was."""
+        """A copy with `changes` (e.g. `models=`) whose `models` list and `Suite` are its own (a shallow copy: they
+        are reassigned, never changed in place): how every function that alters a suite (adds models, sets seeds,
+        narrows it) leaves its caller's as it was."""
         return replace(self, **{"suite": self.suite.model_copy(), "models": list(self.models), **changes}, _tasks_for={})
 
     @property
