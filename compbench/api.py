@@ -248,22 +248,37 @@ def evaluate(
     anything trains: a wrong type (a str where a list is due, a bool for a count), an empty list
     (pass None for "all"), a glob that matches no task or model (a typo), a results folder `out`
     that holds another suite's report when `report=True`.
+
+    Ctrl-C (KeyboardInterrupt) stops it: the cells that finished are kept in `out`'s store (a later
+    call with the same `out` resumes from them), then the KeyboardInterrupt is raised again.
+    The models it adds are registered for this call only: calls in other threads never see them.
     """
+    from compbench.adapters import ADAPTERS
+
+    _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
+    with ADAPTERS.scope():
+        return _evaluate(suite, models, tasks, out, profile=profile, model_args=model_args, tags=tags, seeds=seeds,
+                         device=device, force=force, report=report, progress=progress, threads=threads)
+
+
+def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str] | None, out: str | Path | None, *,
+              profile: str | None, model_args: Mapping[str, Any] | None, tags: list[str] | tuple[str, ...],
+              seeds: int | None, device: str, force: bool, report: bool, progress: bool, threads: int | None) -> Results:
+    """`evaluate` on checked arguments, inside its registration scope; the caller's suite is never changed."""
     import time
 
     from compbench.outcome import outcome_of_run
-    from compbench.runner.run import run_suite, unselected
+    from compbench.runner.run import run_suite, select
     from compbench.suite import add_adapter_models, load_suite, matches, seeds_override, unmatched_tasks
     from compbench.suite.load import no_model_message
     from compbench.suite.load import LoadedSuite as _Loaded
 
-    _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
     loaded = suite if isinstance(suite, _Loaded) else load_suite(suite, profile)
     items: list[Any] = []
     if models is not None:
         items = [dict(models)] if isinstance(models, Mapping) else list(models)
     with _as_arguments():
-        added = add_adapter_models(loaded, items, dict(model_args or {}), tuple(tags)) if items else {}
+        loaded, added = add_adapter_models(loaded, items, dict(model_args or {}), tuple(tags)) if items else (loaded, {})
     if model_args and not added:
         raise SuiteError([_issue("model_args", "sets the parameters of models added by `models`; none was added")])
     if tags and not added:
@@ -291,7 +306,7 @@ def evaluate(
             print(note, file=sys.stderr)
     if seeds is not None:
         with _as_arguments():
-            seeds_override(loaded, seeds)
+            loaded = seeds_override(loaded, seeds)
     task_patterns = list(tasks) if tasks is not None else None
     unmatched_task = unmatched_tasks(loaded, task_patterns) if task_patterns else None
     if unmatched_task:
@@ -303,12 +318,17 @@ def evaluate(
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
-        whole = unselected(loaded)  # what the report shows after a partial run (publish_run)
+        whole = loaded  # what the report shows after a partial run (publish_run); run_suite narrows a copy
         summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
                             task_patterns=task_patterns, progress=progress, threads=threads)
+        if summary.interrupted:  # run_suite kept what finished; a notebook or script must stop, not read a partial result
+            kept = (f"kept in {out_dir / 'store'}: the same call resumes from them" if out is not None
+                    else "not kept (out=None; give out=PATH to keep finished cells)")
+            raise KeyboardInterrupt(f"evaluate() interrupted: {summary.n_run} cell(s) had finished, {kept}")
         if patterns and not summary.jobs:
             raise SuiteError([_issue("models", f"{' '.join(patterns)} run on none of the tasks selected of suite "
                                      f"{loaded.name}")])
+        loaded = select(loaded, patterns, task_patterns)  # what ran
         outcome = outcome_of_run(loaded, summary, profile=profile, partial=summary.partial)
         if report:
             from compbench.report.publish import publish_run

@@ -99,10 +99,10 @@ def _adapter_registry():  # the adapter registry, imported when `list` needs it
     return ADAPTERS
 
 
-def _add_models(args: argparse.Namespace, loaded) -> tuple[list[str], dict[str, str]] | int:
+def _add_models(args: argparse.Namespace, loaded):  # -> (LoadedSuite, list[str], dict[str, str]) | int
     """Add the models `--model` names that are no model of the suite (an adapter, `file.py:Name`,
-    `package.module:Name`), as `run`, `check` and `baseline record` take them: (ids added,
-    {--model value: model id}), or EXIT_USAGE after saying what is wrong."""
+    `package.module:Name`), as `run`, `check` and `baseline record` take them: (the suite with them, ids
+    added, {--model value: model id}), or EXIT_USAGE after saying what is wrong."""
     from compbench.adapters import get_adapter
     from compbench.suite import add_adapter_models, parse_model_args
 
@@ -118,7 +118,7 @@ def _add_models(args: argparse.Namespace, loaded) -> tuple[list[str], dict[str, 
             _err(str(exc))
             return EXIT_USAGE
         tags = [t.strip() for t in (args.model_tags or "").split(",") if t.strip()]
-        added_ids = add_adapter_models(loaded, args.model, model_args, tags)
+        loaded, added_ids = add_adapter_models(loaded, args.model, model_args, tags)
         added = list(added_ids.values())
         suite_settings = loaded.suite.added_networks
         for given, model_id in added_ids.items():
@@ -145,7 +145,7 @@ def _add_models(args: argparse.Namespace, loaded) -> tuple[list[str], dict[str, 
             _err(f"model {from_file[0]!r} comes from a file or module (file.py:Name), which runs on the local or process "
                  "executor; Ray workers cannot import it: package it with an entry point (docs/how-to/extending.md) to use Ray")
             return EXIT_USAGE
-    return added, added_ids
+    return loaded, added, added_ids
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report.publish import check_owner, parse_formats, publish_run
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.terminal import one_line
-    from compbench.runner.run import run_suite, unselected
+    from compbench.runner.run import run_suite, select
     from compbench.suite import seeds_override, unmatched_tasks
     from compbench.suite.load import no_model_message
 
@@ -164,9 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     models = _add_models(args, loaded)
     if isinstance(models, int):
         return models
-    added, added_ids = models
+    loaded, added, added_ids = models
     if args.seeds is not None:
-        seeds_override(loaded, args.seeds)
+        loaded = seeds_override(loaded, args.seeds)
     if args.fail_fast and args.executor != "local":
         _err(f"--fail-fast works with --executor local only (a {args.executor} executor has other cells in flight "
              "when one fails); drop one of them")
@@ -179,7 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
-    whole = unselected(loaded)  # what the report shows after a partial run: every cell, as the store holds it
+    whole = loaded  # what the report shows after a partial run: every cell, as the store holds it (run_suite narrows a copy)
     try:
         summary = run_suite(
             loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
@@ -196,6 +196,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.task and not summary.jobs:
         _err(f"no model of suite {loaded.name} runs on the tasks --task {' '.join(args.task)} selects")
         return EXIT_USAGE
+    loaded = select(loaded, model_patterns, args.task)  # what ran: its outcome and leaderboard
     # With --model or --task only part of the suite ran: expectations are judged on the cells that
     # ran, and those that match none of them are left out rather than failed. The report is of the
     # whole suite all the same (publish_run), so a partial run never replaces a fuller report.
@@ -279,7 +280,7 @@ def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
 def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary, SuiteOutcome) | int
     """Load the suite, refuse bad input before anything trains, then run (or read cached) cells."""
     from compbench.outcome import outcome_of_run
-    from compbench.runner.run import run_suite
+    from compbench.runner.run import run_suite, select
     from compbench.suite import seeds_override
     from compbench.suite.load import no_model_message
 
@@ -294,9 +295,9 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     models = _add_models(args, loaded)
     if isinstance(models, int):
         return models
-    added_ids = models[1]
+    loaded, _, added_ids = models
     if args.seeds is not None:
-        seeds_override(loaded, args.seeds, args.seed_start or 0)
+        loaded = seeds_override(loaded, args.seeds, args.seed_start or 0)
     # As in `run`: --model selects models (a reference selects the model it added, by its id).
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
@@ -311,6 +312,7 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
         _err(f"--model {no_model_message(loaded, args.model)}")
         return EXIT_USAGE
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
+    loaded = select(loaded, model_patterns)  # what ran
     return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
 
 

@@ -46,7 +46,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--compbench-threads", default=None, type=_threads, metavar="N",
                     help="torch threads in each process that trains cells (as `compbench run --threads`; default 1, "
                          "0: torch's own default)")
+    group.addoption("--compbench-seeds", default=None, type=_seeds, metavar="N",
+                    help="run seeds 0..N-1 of every model that is not deterministic, as `compbench check --seeds N` "
+                         "(check against a baseline recorded with --seeds N)")
     parser.addini("compbench_suites", type="args", default=[], help="glob patterns of suite YAML files to collect")
+
+
+def _seeds(text: str) -> int:
+    from compbench.cli import positive_int
+
+    return positive_int(text)
 
 
 def _threads(text: str) -> int:
@@ -131,6 +140,14 @@ class SuiteFile(pytest.File):
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
         self._add_models(self.config.getoption("compbench_model"))
+        seeds = self.config.getoption("compbench_seeds")
+        if seeds is not None:  # after the added models, as check applies --seeds: theirs are set too
+            from compbench.suite import seeds_override
+
+            try:
+                self.loaded = seeds_override(self.loaded, seeds)
+            except SuiteError as exc:
+                raise self.CollectError(str(exc).replace("--seeds", "--compbench-seeds")) from None
         baseline_path = self.config.getoption("compbench_baseline")
         if baseline_path:
             from compbench.check import Baseline, BaselineError
@@ -168,7 +185,7 @@ class SuiteFile(pytest.File):
         if not given:
             return
         try:
-            added = add_adapter_models(self.loaded, given)
+            self.loaded, added = add_adapter_models(self.loaded, given)
         except SuiteError as exc:
             raise self.CollectError(str(exc)) from None
         unknown = [g for g in given if g not in added and not any(matches(m.id, [g], m.group) for m in self.loaded.models)]

@@ -9,10 +9,12 @@ the others down; a name prefix (`timm:<model>`) is a registered resolver.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
@@ -80,17 +82,24 @@ class Registry(Generic[T]):
         self._loaded = False
         self._loading = False
         self.broken: dict[str, str] = {}  # entry-point name -> why it was skipped
+        # Names added with `scoped=True` inside `scope()`: seen by lookups in that context only (a thread, a
+        # task), so two `compbench.evaluate` calls at once, each with its own class named `Net`, never see
+        # each other's; outside any scope such names go to the process-wide table as before.
+        self._scoped: ContextVar[dict[str, Entry[T]] | None] = ContextVar(f"compbench-{kind}-scope", default=None)
 
     # -- registration -----------------------------------------------------------------------
 
     def add(self, name: str, obj: object, *, source: str | None = None, distribution: str | None = None,
-            replace: bool = False) -> T:
+            replace: bool = False, scoped: bool = False) -> T:
         """Register `obj` under `name` (checked by the kind's contract); a clash is an error unless `replace`
-        (a user's model given again, e.g. redefined in a notebook, replaces its earlier definition)."""
+        (a user's model given again, e.g. redefined in a notebook, replaces its earlier definition);
+        `scoped`: inside `scope()`, for that scope only."""
         if not isinstance(name, str) or not name.strip():
             raise PluginError(f"a {self.kind} needs a non-empty name, got {name!r}")
         where = source or source_of(obj)
-        old = self._entries.get(name)
+        local = self._scoped.get() if scoped else None
+        table = local if local is not None else self._entries
+        old = table.get(name)
         if old is not None and old.raw is obj:
             return old.obj
         if old is not None and not replace:  # refused before the kind's check runs: a check may name what it accepts
@@ -98,7 +107,7 @@ class Registry(Generic[T]):
                 f"{self.kind} name {name!r} is registered twice: by {old.source} and by {where}; rename one of them"
             )
         checked = self._check(name, obj) if self._check is not None else obj  # type: ignore[assignment]
-        self._entries[name] = Entry(name, checked, where, distribution, obj)  # type: ignore[arg-type]
+        table[name] = Entry(name, checked, where, distribution, obj)  # type: ignore[arg-type]
         return checked  # type: ignore[return-value]
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -109,6 +118,20 @@ class Registry(Generic[T]):
             return obj
 
         return decorate
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """Within it, names added with `scoped=True` are this context's own (see `_scoped`); they end with it."""
+        token = self._scoped.set({})  # a new table, never one shared with a context this one was copied from
+        try:
+            yield
+        finally:
+            self._scoped.reset(token)
+
+    def _visible(self) -> dict[str, Entry[T]]:
+        """The process-wide names with this context's scoped ones over them."""
+        local = self._scoped.get()
+        return {**self._entries, **local} if local else self._entries
 
     def add_resolver(self, prefix: str, resolve: Callable[[str], T]) -> None:
         """Names starting with `prefix` (e.g. 'timm:') are created on demand by `resolve(name)`."""
@@ -157,25 +180,27 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         """Every registered name (built-in and plugins), sorted."""
         self.load_entry_points()
-        return sorted(self._entries)
+        return sorted(self._visible())
 
     def entries(self) -> Iterator[Entry[T]]:
         """Every registered entry, sorted by name."""
         self.load_entry_points()
-        for name in sorted(self._entries):
-            yield self._entries[name]
+        visible = self._visible()
+        for name in sorted(visible):
+            yield visible[name]
 
     def entry(self, name: str) -> Entry[T]:
         """The entry registered as `name` (resolving prefixes); unknown names get a 'did you mean'."""
         self.load_entry_points()
-        if name not in self._entries:
+        if name not in self._visible():
             for prefix, resolve in self._resolvers.items():
                 if name.startswith(prefix):
                     self.add(name, resolve(name))
                     break
-        if name not in self._entries:
+        found = self._visible().get(name)
+        if found is None:
             raise self._unknown(self.unknown_message(name))
-        return self._entries[name]
+        return found
 
     def get(self, name: str) -> T:
         """The object registered as `name`."""
@@ -195,7 +220,7 @@ class Registry(Generic[T]):
 
     def unknown_message(self, name: str) -> str:
         """'unknown <kind> 'x'; did you mean 'y'? known: ...'."""
-        known = sorted(self._entries)
+        known = sorted(self._visible())
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ";"
         prefixes = "".join(f", {p}<name>" for p in sorted(self._resolvers))

@@ -29,7 +29,7 @@ models:
 
 def run_records(tmp_path, text, seed_start=0, n_seeds=6):
     loaded = parse_suite(text, "family.yaml")
-    seeds_override(loaded, n_seeds, seed_start)
+    loaded = seeds_override(loaded, n_seeds, seed_start)
     return run_suite(loaded, tmp_path / "results", device="cpu", progress=False).records
 
 

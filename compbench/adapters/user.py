@@ -3,7 +3,8 @@
 `Name` is either a compbench `Adapter` subclass, used as it is, or a factory of a
 `torch.nn.Module` (`build(in_shape, n_out)`, e.g. the module's class), wrapped by
 `compbench.adapters.module.ModuleAdapter` so it trains and gets its empirical-NTK theory for free.
-Either way it is registered under a name of its own for this process, no package or entry point
+Either way it is registered under a name of its own for this process (within a
+`compbench.evaluate` call, for that call only: `Registry.scope`), no package or entry point
 needed. The same reference is taken wherever a model is named: `--model` of run, check and
 baseline record, the pytest plugin's `--compbench-model`, `compbench.evaluate`, and a suite
 model's `adapter:` (a relative path there is taken from the suite's folder).
@@ -220,7 +221,7 @@ def adapter_for(obj: Any, model_id: str | None = None, *, adapter_name: str | No
     cls.__compbench_origin__ = source or f"{adapter} (no source file)"  # type: ignore[attr-defined]
     cls.__compbench_cached__ = cached  # type: ignore[attr-defined]  # False: recomputed in every process
     try:
-        registered = ADAPTERS.add(adapter, cls, replace=True)
+        registered = ADAPTERS.add(adapter, cls, replace=True, scoped=True)
     except ValueError as exc:
         raise ModelReferenceError(str(exc)) from None
     return UserModel(str(name), adapter, registered, source, cached)

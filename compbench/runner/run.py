@@ -278,23 +278,19 @@ def _execute(
         yield i, recs, False
 
 
-def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_patterns: list[str] | None = None) -> None:
-    """Keep only the models and tasks whose ids match the patterns (globs; None or [] keeps all).
+def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_patterns: list[str] | None = None) -> LoadedSuite:
+    """The suite narrowed to the models and tasks whose ids match the patterns (globs; None or [] keeps all).
 
     The one place a run is narrowed (`--model`, `--task`): the jobs, the outcome and the report all
-    follow from the narrowed suite.
+    follow from the narrowed suite. `loaded` is left whole (a caller's suite, e.g. one given to
+    `compbench.evaluate`, runs in full next time).
     """
+    narrowed = loaded.copy()
     if model_patterns:
-        loaded.models = [m for m in loaded.models if matches(m.id, model_patterns, m.group)]
+        narrowed.models = [m for m in narrowed.models if matches(m.id, model_patterns, m.group)]
     if task_patterns:
-        loaded.suite.tasks = [t for t in loaded.suite.tasks if matches(t.id, task_patterns)]
-
-
-def unselected(loaded: LoadedSuite) -> LoadedSuite:
-    """A copy of the suite that `select` leaves whole: what a partial run reports (`compbench.outcome.whole_outcome`)."""
-    from dataclasses import replace
-
-    return replace(loaded, suite=loaded.suite.model_copy(), models=list(loaded.models), _tasks_for={})
+        narrowed.suite.tasks = [t for t in narrowed.suite.tasks if matches(t.id, task_patterns)]
+    return narrowed
 
 
 def run_suite(
@@ -317,6 +313,8 @@ def run_suite(
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
 
+    `model_patterns`, `task_patterns`: run only that part of the suite (`select`; `loaded` is left whole).
+
     `fail_fast` (local executor only): stop after the first job with a failed cell, keeping what finished.
     `threads`: torch's intra-op threads in each process that trains (None: compbench's policy, one per
     process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
@@ -329,7 +327,7 @@ def run_suite(
         # A pool has other jobs in flight when one fails; stopping them is not supported (yet).
         raise ValueError(f"fail_fast needs the local executor, got {executor!r}")
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
-    select(loaded, model_patterns, task_patterns)
+    loaded = select(loaded, model_patterns, task_patterns)
     plan = plan_for_run(executor, effective_workers(executor, workers), threads)
     runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan)
     children_before = frozenset(multiprocessing.active_children())

@@ -77,6 +77,12 @@ class LoadedSuite:
             hit = self._tasks_for[key] = [t for t in self.suite.tasks if matches(t.id, model.task_patterns)]
         return list(hit)
 
+    def copy(self, **changes: Any) -> LoadedSuite:
+        """A copy with `changes` (e.g. `models=`) whose `models` list and `Suite` are its own (a shallow copy: they
+        are reassigned, never changed in place): how every function that alters a suite (adds models, sets seeds,
+        narrows it) leaves its caller's as it was."""
+        return replace(self, **{"suite": self.suite.model_copy(), "models": list(self.models), **changes}, _tasks_for={})
+
     @property
     def tags(self) -> dict[str, set[str]]:
         """Model id → its tags (the adapter's and the suite's), for `@tag` patterns."""
@@ -471,8 +477,8 @@ def no_model_message(loaded: LoadedSuite, patterns: list[str]) -> str:
             f"(models: {', '.join(m.id for m in loaded.suite.models)}; adapters: see `compbench list`)")
 
 
-def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
-    """Replace every non-deterministic model's seeds by start..start+n-1 (CLI --seeds)."""
+def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> LoadedSuite:
+    """The suite with every non-deterministic model's seeds start..start+n-1 (CLI --seeds); `loaded` is left as it was."""
     from compbench.adapters import get_adapter
 
     if n < 1 or start < 0:
@@ -482,13 +488,10 @@ def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> None:
     if start + n - 1 > MAX_SEED:
         raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seed-start", f"seeds {start:,}..{start + n - 1:,} "
                                      f"go past {MAX_SEED:,} (2**32 - 1), the largest seed every backend takes, as in a suite's seeds")])
-    loaded.models = [
-        ModelSpec(
-            m.id, m.group, m.adapter, m.params, m.raw_params, m.sweep_values, m.task_patterns,
-            (start,) if get_adapter(m.adapter).deterministic else tuple(range(start, start + n)), m.skip_invalid, m.tags,
-        )
+    return loaded.copy(models=[
+        replace(m, seeds=(start,) if get_adapter(m.adapter).deterministic else tuple(range(start, start + n)))
         for m in loaded.models
-    ]
+    ])
 
 
 def _top_level_parts(text: str) -> list[str]:
@@ -537,12 +540,13 @@ def parse_model_args(text: str) -> dict[str, Any]:
 
 
 def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dict[str, Any] | None = None,
-                       tags: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+                       tags: list[str] | tuple[str, ...] = ()) -> tuple[LoadedSuite, dict[str, str]]:
     """Add a model, on every task whose inputs it takes, for each pattern that is not a model of the suite
     but an adapter's name (`--model my-arch`), a reference (`--model file.py:Name`, `pkg.mod:Name`) or,
-    from Python, an object (an Adapter subclass or an nn.Module factory; a dict names them). Returns
-    {pattern as given (str) or object's name: the id of the model added}; `model_args` set their parameters,
-    `tags` are added to the adapter's (e.g. `lazy`, so the suite's `@lazy` claims judge the model).
+    from Python, an object (an Adapter subclass or an nn.Module factory; a dict names them). Returns the
+    suite with them (`loaded` is left as it was) and {pattern as given (str) or object's name: the id of
+    the model added}; `model_args` set their parameters, `tags` are added to the adapter's (e.g. `lazy`,
+    so the suite's `@lazy` claims judge the model).
 
     Raises SuiteError when a reference cannot be loaded or an adapter cannot be built from its
     defaults and the given args.
@@ -551,6 +555,7 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
     from compbench.adapters.user import ModelReferenceError, adapter_for, is_reference, load_reference
 
     added: dict[str, str] = {}
+    loaded = loaded.copy()
     where = str(loaded.path or loaded.name)
     from compbench.suite.schema import is_tag
 
@@ -611,7 +616,7 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
         loaded.models.append(ModelSpec(model_id, model_id, adapter.name, params, args, {}, tasks,
                                        seeds[:1] if adapter.deterministic else seeds, False, tuple(sorted({*adapter.tags, *tags}))))
         added[name] = model_id
-    return added
+    return loaded, added
 
 
 def _id_problem(model_id: str) -> str | None:
