@@ -88,6 +88,36 @@ def test_a_file_model_named_from_a_subfolder_is_the_same_model(work, capsys, mon
     assert "0 cells run, 1 reused" in _run(work, capsys, str(work / "net.py") + ":Net")[1]
 
 
+def test_two_files_with_one_class_name_are_named_apart(work, capsys):
+    code, out, err = _run(work, capsys, "a/net.py:Net", "b/net.py:Net")
+    assert code == 2 and "Traceback" not in err
+    assert ("a/net.py:Net and b/net.py:Net clash on the model id 'Net': give each its own id "
+            "(a/net.py:Net=net-a and b/net.py:Net=net-b)") in err
+    assert "a model of suite" not in err
+    code, out, err = _run(work, capsys, "a/net.py:Net=net-a", "b/net.py:Net=net-b")
+    assert code == 0 and "2 cells run, 0 reused" in out, err
+    params = _params(work)
+    n_in = (params["net-a"] - 1) // 8 - 2
+    assert sorted(params) == ["net-a", "net-b"] and _width(params["net-b"], n_in) == 4
+    records = {r.model: r for r in ResultStore(work / "r" / "store")}
+    assert records["net-a"].adapter == "a/net.py:Net" and records["net-b"].adapter == "b/net.py:Net"
+
+
+def test_an_id_after_equals_follows_the_suites_id_rules(work, capsys):
+    code, _, err = _run(work, capsys, "a/net.py:Net=no good")
+    assert code == 2 and "'no good' after '=' is no usable model id" in err and "Traceback" not in err
+    code, _, err = _run(work, capsys, "a/net.py:Net=overlap")  # a model of the suite
+    assert code == 2 and "model 'overlap' from a/net.py:Net=overlap has the id of a model of suite 'tiny'" in err
+
+
+def test_evaluate_takes_the_same_id_syntax(work):
+    res = compbench.evaluate(str(work / "tiny.yaml"), models=["a/net.py:Net=net-a", "b/net.py:Net=net-b"], tasks=["add"],
+                             seeds=1, model_args={"steps": 20})
+    assert sorted(r.model for r in res.records) == ["net-a", "net-b"] and res.n_run == 2
+    with pytest.raises(SuiteError, match="clash on the model id 'Net'"):
+        compbench.evaluate(str(work / "tiny.yaml"), models=["a/net.py:Net", "b/net.py:Net"], tasks=["add"], seeds=1)
+
+
 def _factory(width: int):
     import torch.nn as nn
 
@@ -166,3 +196,17 @@ def test_model_args_are_part_of_a_cells_key(work, capsys):
     code = main(["run", "--suite", str(work / "tiny.yaml"), "--model", "a/net.py:Net", "--task", "add", "--seeds", "1",
                  "--model-args", "steps=30", "--results", str(work / "r"), "-q"])
     assert code == 0 and "1 cells run, 0 reused" in capsys.readouterr().out
+
+
+def test_the_pytest_plugin_takes_the_same_id_syntax(pytester):
+    pytester.makefile(".yaml", tiny=TINY)
+    for folder, width in (("a", 8), ("b", 4)):
+        (pytester.path / folder).mkdir()
+        (pytester.path / folder / "net.py").write_text(NET.format(width=f"WIDTH = {width}"), encoding="utf-8")
+    opts = ["-p", "no:cacheprovider", "--compbench-results", "res", "--compbench-device", "cpu", "--collect-only", "-q"]
+    result = pytester.runpytest_subprocess("tiny.yaml", *opts, "--compbench-model", "a/net.py:Net=net-a",
+                                           "--compbench-model", "b/net.py:Net=net-b")
+    result.stdout.fnmatch_lines(["tiny.yaml::net-a::add", "tiny.yaml::net-b::add"], consecutive=False)
+    result = pytester.runpytest_subprocess("tiny.yaml", *opts, "--compbench-model", "a/net.py:Net", "--compbench-model", "b/net.py:Net")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*a/net.py:Net and b/net.py:Net clash on the model id 'Net'*"])

@@ -8,6 +8,9 @@ needed. The same reference is taken wherever a model is named: `--model` of run,
 baseline record, the pytest plugin's `--compbench-model`, `compbench.evaluate`, and a suite
 model's `adapter:` (a relative path there is taken from the suite's folder).
 
+A reference may end in `=ID` (`--model a/net.py:Net=net-a`) to give the model an id of its own
+instead of Name's (two files may define one class name).
+
 Cache identity. A record stores the hash of the code that produced it; for a user's model that
 hash covers its source: the whole file (`file.py:Name`) with the modules beside it that it
 imports (codehash.local_modules), the whole package (`package.module:Name`), or, for an object
@@ -42,8 +45,9 @@ from compbench.adapters.module import ModuleAdapter, check_factory
 from compbench.adapters.registry import ADAPTERS
 from compbench.codehash import local_modules
 
-# `path/to/file.py:Name` or `package.module:Name` (Name a Python identifier, possibly dotted: Outer.Inner).
-_REFERENCE = re.compile(r"^(?P<target>.+?):(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)$")
+# `path/to/file.py:Name` or `package.module:Name` (Name a Python identifier, possibly dotted: Outer.Inner),
+# optionally `=ID`: the model's id (checked by the suite's id rules in load_reference).
+_REFERENCE = re.compile(r"^(?P<target>.+?):(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)(?:=(?P<id>[^=:/\\]*))?$")
 _MODULE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 
 
@@ -153,7 +157,7 @@ def _source_digest(paths: list[Path]) -> str:
 
 
 def load_reference(text: str, model_id: str | None = None, *, base: Path | None = None, option: str = "--model") -> UserModel:
-    """Import `file.py:Name` or `package.module:Name` and register Name as an adapter (see module doc).
+    """Import `file.py:Name[=ID]` or `package.module:Name[=ID]` and register Name as an adapter (see module doc).
 
     A relative file path is taken from `base` (a suite's folder) or else the working directory;
     `option` names where the reference was given, in error messages (`--model`, a suite's `adapter`).
@@ -161,8 +165,11 @@ def load_reference(text: str, model_id: str | None = None, *, base: Path | None 
     m = _REFERENCE.fullmatch(text)
     shown_ref = f"{option} {text}"
     if m is None:
-        raise ModelReferenceError(f"{shown_ref}: expected path/to/file.py:Name or package.module:Name")
-    target, attr = m.group("target"), m.group("attr")
+        raise ModelReferenceError(f"{shown_ref}: expected path/to/file.py:Name or package.module:Name"
+                                  + (", then =ID to name the model" if option != "adapter" else ""))
+    target, attr, given = m.group("target"), m.group("attr"), m.group("id")
+    if given is not None:
+        model_id = _given_id(given, model_id, shown_ref, option)
     key = None
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = ((base or Path.cwd()) / Path(target).expanduser()).resolve()
@@ -179,7 +186,7 @@ def load_reference(text: str, model_id: str | None = None, *, base: Path | None 
             raise ModelReferenceError(f"{shown_ref}: no module named {exc.name!r} (a file needs its .py suffix)") from None
         except Exception as exc:  # noqa: BLE001 — the user's module failed to import: say how
             raise ModelReferenceError(f"{shown_ref}: importing {target} failed: {type(exc).__name__}: {exc}") from None
-        where, shown = target, text
+        where, shown = target, f"{target}:{attr}"  # without =ID: one module's Name is one adapter, whatever it is called
         top = sys.modules.get(target.split(".")[0])
         paths = [Path(p) for p in getattr(top, "__path__", [])]
         if not paths and getattr(module, "__file__", None):  # a lone module: it and the modules beside it it imports
@@ -199,6 +206,21 @@ def load_reference(text: str, model_id: str | None = None, *, base: Path | None 
     if key:
         user.cls.__compbench_key__ = key  # type: ignore[attr-defined]  # read by runner.cells.adapter_identity
     return user
+
+
+def _given_id(given: str, model_id: str | None, shown_ref: str, option: str) -> str:
+    """The id `=ID` gives, checked by the suite's id rules."""
+    from compbench.suite.schema import check_id
+
+    if option == "adapter":
+        raise ModelReferenceError(f"{shown_ref}: a suite's model is named by its id:, not by =ID in its adapter")
+    try:
+        check_id(given)
+    except ValueError as exc:
+        raise ModelReferenceError(f"{shown_ref}: {given!r} after '=' is no usable model id ({exc})") from None
+    if model_id is not None and model_id != given:
+        raise ModelReferenceError(f"{shown_ref}: named {model_id!r} and, by =, {given!r}; give one name")
+    return given
 
 
 def adapter_for(obj: Any, model_id: str | None = None, *, adapter_name: str | None = None,
