@@ -294,11 +294,10 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
         if unmatched:
             raise SuiteError([_issue("models", no_model_message(loaded, unmatched))])
     from compbench.adapters import get_adapter
+    from compbench.adapters.user import caching_note
 
-    notes = [f"model {model_id!r} has no source compbench can read (defined interactively?): its cells are "
-             "recomputed in every session, not reused from the store"
-             for model_id in added.values()
-             if not getattr(get_adapter(next(m for m in loaded.models if m.id == model_id).adapter), "__compbench_cached__", True)]
+    notes = [note for model_id in added.values()
+             if (note := caching_note(get_adapter(next(m for m in loaded.models if m.id == model_id).adapter), model_id))]
     if notes and progress:
         import sys
 

@@ -530,10 +530,11 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
 
 def _model_options(p: argparse.ArgumentParser) -> None:
     """`--model`, `--model-args`, `--model-tags` of the commands that train (`_add_models`)."""
-    p.add_argument("--model", action="append", metavar="GLOB|ADAPTER|FILE.py:Name",
+    p.add_argument("--model", action="append", metavar="GLOB|ADAPTER|FILE.py:Name[=ID]",
                    help="only models whose id or sweep id matches (glob; repeatable); an adapter name that is no model "
                         "of the suite adds that adapter with its default parameters; FILE.py:Name or package.module:Name "
-                        "adds that model (an Adapter subclass or an nn.Module factory build(in_shape, n_out))")
+                        "adds that model (an Adapter subclass or an nn.Module factory build(in_shape, n_out)), "
+                        "named ID after '=' (a/net.py:Net=net-a) or else Name")
     p.add_argument("--model-args", metavar="K=V,...", help="parameters of an adapter added with --model (e.g. width=64,lr=0.01)")
     p.add_argument("--model-tags", metavar="TAG,...", help="tags of a model added with --model, beside its adapter's (e.g. lazy: the suite's @lazy claims judge it)")
 

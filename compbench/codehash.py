@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import sysconfig
 from pathlib import Path
 
 # A cell's predictions are produced by runner/execute.py and every compbench module it imports,
@@ -21,8 +22,24 @@ NOT_RESULT_CODE = ("compbench.suite", "compbench.claims", "compbench.store", "co
                    "compbench.scoring.expectations", "compbench.runner.progress", "compbench.runner.run",
                    "compbench.runner.executors", "compbench.runner.interrupt", "compbench.runner.memory", "compbench.api",
                    "compbench.runner.cells")
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(compbench[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]+)|import[ \t]+(compbench[\w.]*))",
-                     re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]+)|import[ \t]+([^\n#;]+))", re.MULTILINE)
+
+
+def imported_names(source: str) -> list[str]:
+    """The modules a source's import statements name, absolute ones only (`from m import x` names m and m.x: x may be a module)."""
+    names: list[str] = []
+    source = re.sub(r"#[^\n]*", "", source)  # a comment may hold "(" or ")"
+    for m in _IMPORT.finditer(source):
+        if m.group(3):
+            names.extend(part.split()[0] for part in m.group(3).split(",") if part.split())  # import a.b as c, d
+            continue
+        if m.group(1).startswith("."):
+            continue  # relative: a file model is loaded as a top-level module, where it cannot be used
+        names.append(m.group(1))
+        for alias in re.split(r"[\s,()]+", m.group(2)):
+            if alias and alias != "as" and alias.isidentifier():
+                names.append(f"{m.group(1)}.{alias}")  # `from compbench.theory import ntk`: a module
+    return names
 
 
 def _module_file(root: Path, name: str) -> Path | None:
@@ -49,16 +66,32 @@ def code_closure(entry: str, outside: tuple[str, ...] = NOT_RESULT_CODE) -> tupl
             if f is None or f in seen or (".".join(parts[:i]) != entry and ".".join(parts[:i]) in outside):
                 continue
             seen[f] = None
-            source = re.sub(r"#[^\n]*", "", f.read_text(encoding="utf-8"))  # a comment may hold "(" or ")"
-            for m in _IMPORT.finditer(source):
-                if m.group(3):
-                    todo.append(m.group(3))
-                    continue
-                todo.append(m.group(1))
-                for alias in re.split(r"[\s,()]+", m.group(2)):
-                    if alias and alias != "as" and alias.isidentifier():
-                        todo.append(f"{m.group(1)}.{alias}")  # `from compbench.theory import ntk`: a module
+            todo.extend(n for n in imported_names(f.read_text(encoding="utf-8")) if n.split(".")[0] == "compbench")
     return tuple(sorted(seen))
+
+
+def local_modules(path: Path) -> dict[str, Path]:
+    """The modules `path` imports, directly or through others, that sit in its folder ({name: file}), read now.
+
+    A user's `file.py:Name` runs with its folder on sys.path, so a helper beside it (or a package
+    there) is part of the model: editing it must invalidate the model's cells. Nothing is followed
+    from a folder of installed packages or the standard library: those are not the user's model.
+    """
+    root = path.resolve().parent
+    if str(root) in {sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")}:
+        return {}
+    found: dict[str, Path] = {}
+    todo = imported_names(path.read_text(encoding="utf-8", errors="replace"))
+    while todo:
+        parts = todo.pop().split(".")
+        for i in range(1, len(parts) + 1):
+            name = ".".join(parts[:i])
+            f = _module_file(root, name)
+            if f is None or name in found or f.resolve() == path.resolve():
+                continue
+            found[name] = f
+            todo.extend(imported_names(f.read_text(encoding="utf-8", errors="replace")))
+    return found
 
 
 @functools.lru_cache(maxsize=None)

@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--compbench-device", default="auto", choices=["auto", "cpu", "cuda"])
     group.addoption("--compbench-profile", default=None, help="apply a named profile of the suite (as `compbench run --profile`)")
     group.addoption("--compbench-model", action="append", default=[], metavar="FILE.py:Name",
-                    help="add a model to every collected suite, as `compbench run --model` adds it: FILE.py:Name or "
+                    help="add a model to every collected suite, as `compbench run --model` adds it: FILE.py:Name[=ID] or "
                          "package.module:Name (an Adapter subclass or an nn.Module factory), or an adapter's name (repeatable)")
     group.addoption("--compbench-threads", default=None, type=_threads, metavar="N",
                     help="torch threads in each process that trains cells (as `compbench run --threads`; default 1, "

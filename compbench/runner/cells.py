@@ -144,11 +144,19 @@ def _definition(task: TaskEntry, model: ModelSpec, seed: int, device: str, param
     """
     return {
         "task": {"family": task.family, "params": task.params, "encoding": task.encoding},
-        "adapter": model.adapter,
+        "adapter": adapter_identity(model.adapter),
         "params": model.params.model_dump(mode="json") if params is None else params,
         "seed": seed,
         "device": device,
     }
+
+
+def adapter_identity(adapter: str) -> str:
+    """The adapter as a cell's key names it: a file model by its resolved path (compbench.adapters.user), so
+    `../net.py:Net` from a subfolder is the model `net.py:Net` is from its parent; any other by its name."""
+    from compbench.adapters import get_adapter
+
+    return getattr(get_adapter(adapter), "__compbench_key__", adapter)
 
 
 def key_for(task: TaskEntry, model: ModelSpec, seed: int, device: str) -> str:
@@ -176,7 +184,7 @@ class _KeyMaker:
         """The cache keys of `model` on `task` for each seed."""
         dump = functools.partial(json.dumps, sort_keys=True, default=str)
         if id(model) not in self.models:
-            self.models[id(model)] = (dump(model.adapter), dump(model.params.model_dump(mode="json")))
+            self.models[id(model)] = (dump(adapter_identity(model.adapter)), dump(model.params.model_dump(mode="json")))
         adapter, params = self.models[id(model)]
         if (model.adapter, task.id) not in self.tasks:
             definition = _definition(task, model, 0, "", params={})

@@ -568,7 +568,10 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
             items.extend(pattern.items())
         else:
             items.append((None, pattern))
+    given_by: dict[str, str] = {}  # model id: the reference or object (as shown) that added it in this call
     for given_id, pattern in items:
+        if isinstance(pattern, str) and pattern in added:
+            continue  # the same reference twice: one model
         user = None
         try:
             if not isinstance(pattern, str):
@@ -579,12 +582,16 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
             raise SuiteError([SuiteIssue(where, None, "--model", str(exc))]) from None
         if user is not None:
             name, model_id, adapter = str(pattern if isinstance(pattern, str) else user.model_id), user.model_id, user.cls
-            problem = _id_problem(model_id)
-            if problem or any(m.id == model_id for m in loaded.models):
+            problem = _id_problem(model_id, name if isinstance(pattern, str) else None)
+            if problem:
+                raise SuiteError([SuiteIssue(where, None, "--model", f"model {model_id!r} from {name}: {problem}")])
+            if model_id in given_by:
+                raise SuiteError([SuiteIssue(where, None, "--model", _clash(given_by[model_id], name, model_id))])
+            if any(m.id == model_id for m in loaded.models):
                 raise SuiteError([SuiteIssue(where, None, "--model", (
-                    f"model {model_id!r} from {name}: {problem}" if problem else
-                    f"model {model_id!r} from {name} has the id of a model of suite {loaded.name!r}; "
-                    "rename it (Python: models={'new-id': obj})"))])
+                    f"model {model_id!r} from {name} has the id of a model of suite {loaded.name!r}; rename it "
+                    + (f"({_with_id(name, 'new-id')})" if isinstance(pattern, str) else "(Python: models={'new-id': obj})")))])
+            given_by[model_id] = name
         else:
             name = model_id = str(pattern)
             if any(matches(m.id, [name], m.group) for m in loaded.models):
@@ -619,14 +626,28 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
     return loaded, added
 
 
-def _id_problem(model_id: str) -> str | None:
+def _id_problem(model_id: str, reference: str | None = None) -> str | None:
     from compbench.suite.schema import check_id
 
     try:
         check_id(model_id)
     except ValueError as exc:
-        return f"its name is not a usable model id ({exc}); give it one (Python: models={{'my-model': obj}})"
+        how = _with_id(reference, "my-model") if reference else "Python: models={'my-model': obj}"
+        return f"its name is not a usable model id ({exc}); give it one ({how})"
     return None
+
+
+def _with_id(reference: str, model_id: str) -> str:
+    """`reference` naming its model `model_id`: `a/net.py:Net=net-a` (the one syntax, compbench.adapters.user)."""
+    return f"{reference.rsplit('=', 1)[0] if '=' in reference.rpartition(':')[2] else reference}={model_id}"
+
+
+def _clash(first: str, second: str, model_id: str) -> str:
+    """Two models added at once that would both be `model_id`: say so, and how to name each."""
+    named = [x for x in (first, second) if ":" in x]  # references; an object is named by a dict's key
+    how = (" and ".join(_with_id(x, f"{model_id.lower()}-{'ab'[i]}") for i, x in enumerate(named)) if len(named) == 2
+           else "Python: models={'" + model_id.lower() + "-a': obj_a, '" + model_id.lower() + "-b': obj_b}")
+    return f"{first} and {second} clash on the model id {model_id!r}: give each its own id ({how})"
 
 
 def _message(err: Any) -> str:
