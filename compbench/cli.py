@@ -674,7 +674,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--suite", required=True, help="suite name or path")
     _results_option(rep, deprecated_out=True)
     _verbosity(rep, "no leaderboard table (the headline, failing expectations and errors only)", "every failed seed's error, not only the first per cell")
-    rep.add_argument("--profile", help="the profile the results were run with (its cells, not the default profile's)")
+    rep.add_argument("--profile", help="report this profile's cells, not those of the profile the last run used (summary.json "
+                                      "records it; default: no profile)")
     rep.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)})")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:
