@@ -151,8 +151,8 @@ def config_from_summary(doc: dict[str, Any], where: Path | str = SUMMARY_FILE) -
     profile, seeds, added = doc.get("profile"), doc.get("seeds"), doc.get("added_models") or []
     if not (profile is None or isinstance(profile, str) and profile) or \
             not (seeds is None or isinstance(seeds, int) and not isinstance(seeds, bool)) or not isinstance(added, list):
-        raise RecordedConfigError(f"{where}: its profile, seeds or added_models is not what compbench writes; "
-                                  "run the suite again to rewrite it, or name the profile with --profile")
+        raise RecordedConfigError(f"{where}: its profile, seeds or added_models is not what compbench writes "
+                                  "(edited by hand?); run the suite again to rewrite it")
     models = []
     for entry in added:
         ok = isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("given"), str) \
