@@ -314,6 +314,9 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
         from compbench.report.publish import check_owner
 
         check_owner(Path(out), loaded)
+    from compbench.report.run_config import config_of
+
+    config = config_of(loaded, added, profile=profile, model_args=dict(model_args or {}), tags=tuple(tags), seeds=seeds)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
@@ -332,7 +335,7 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
         if report:
             from compbench.report.publish import publish_run
 
-            kept = publish_run(out_dir, whole, outcome, dict(vars(summary)), profile=profile).kept
+            kept = publish_run(out_dir, whole, outcome, {**vars(summary), **config.facts()}, profile=profile).kept
             if kept:
                 notes.append(f"the report in {out_dir} was left as it was: it shows {len(kept)} cell(s) outside this "
                              f"selection that its store does not hold (e.g. {kept[0]})")

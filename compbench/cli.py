@@ -25,9 +25,14 @@ def _load(args: argparse.Namespace, profile: str | None = None):  # -> LoadedSui
     from compbench.suite import load_suite
 
     loaded = load_suite(args.suite, profile=profile)
+    _say_loaded(loaded, profile)
+    return loaded
+
+
+def _say_loaded(loaded, profile: str | None) -> None:  # loaded: LoadedSuite
+    """Say on stderr which suite file a command loaded, and with which profile."""
     shown = f" with profile {profile!r}" if profile else ""
     print(f"suite {loaded.name!r} from {loaded.path}{shown}", file=sys.stderr)
-    return loaded
 
 
 def _print_outcome(outcome) -> None:  # outcome: compbench.outcome.SuiteOutcome
@@ -117,8 +122,7 @@ def _add_models(args: argparse.Namespace, loaded):  # -> (LoadedSuite, list[str]
         except ValueError as exc:
             _err(str(exc))
             return EXIT_USAGE
-        tags = [t.strip() for t in (args.model_tags or "").split(",") if t.strip()]
-        loaded, added_ids = add_adapter_models(loaded, args.model, model_args, tags)
+        loaded, added_ids = add_adapter_models(loaded, args.model, model_args, _model_tags(args))
         added = list(added_ids.values())
         suite_settings = loaded.suite.added_networks
         for given, model_id in added_ids.items():
@@ -148,6 +152,20 @@ def _add_models(args: argparse.Namespace, loaded):  # -> (LoadedSuite, list[str]
     return loaded, added, added_ids
 
 
+def _model_tags(args: argparse.Namespace) -> list[str]:
+    """The tags `--model-tags` gives an added model."""
+    return [t.strip() for t in (args.model_tags or "").split(",") if t.strip()]
+
+
+def _run_config(args: argparse.Namespace, loaded, added_ids: dict[str, str]):  # -> report.run_config.RunConfig
+    """What this run asks for beyond the suite file, recorded in summary.json so that `report` rebuilds the same."""
+    from compbench.report.run_config import config_of
+    from compbench.suite import parse_model_args
+
+    return config_of(loaded, added_ids, profile=args.profile, model_args=parse_model_args(args.model_args or ""),
+                     tags=_model_tags(args), seeds=args.seeds)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
     from compbench.outcome import outcome_of_run, verdict_counts
@@ -165,6 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if isinstance(models, int):
         return models
     loaded, added, added_ids = models
+    config = _run_config(args, loaded, added_ids)
     if args.seeds is not None:
         loaded = seeds_override(loaded, args.seeds)
     if args.fail_fast and args.executor != "local":
@@ -202,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # whole suite all the same (publish_run), so a partial run never replaces a fuller report.
     outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
     skipped: list[str] = []
-    facts = dict(vars(summary))
+    facts = {**vars(summary), **config.facts()}
     facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
     if summary.partial:
         facts["selection"] = " ".join([*(f"--task {t}" for t in args.task or ()),
@@ -245,21 +264,59 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def _report_config(args: argparse.Namespace):  # -> (LoadedSuite, Path, RunConfig, str)
+    """The suite as the results directory's last run asked for it (report.run_config), unless --profile names
+    another profile (`default`: none), and the line that says which configuration the report states."""
+    from compbench.outcome import SUMMARY_FILE
+    from compbench.report.run_config import RecordedConfigError, recorded_config, with_profile
+    from compbench.suite import SuiteError, load_suite
+    from compbench.suite.schema import DEFAULT_PROFILE
+
+    asked = None if args.profile == DEFAULT_PROFILE else args.profile
+    loaded = load_suite(args.suite, asked)
+    if args.profile == DEFAULT_PROFILE and DEFAULT_PROFILE in loaded.suite.profiles:  # the suite's own profile of that name
+        asked = DEFAULT_PROFILE
+        loaded = load_suite(args.suite, asked)
+    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
+    recorded = recorded_config(out_dir, loaded.name)
+    profile = asked if args.profile is not None or recorded is None else recorded.profile
+    if profile != asked:
+        try:
+            loaded = load_suite(args.suite, profile)
+        except SuiteError as exc:
+            raise RecordedConfigError(f"{out_dir}: its last run used profile {profile!r}, which suite {loaded.name!r} "
+                                      f"cannot load ({exc.issues[0].message}); name a profile with --profile") from None
+    _say_loaded(loaded, profile)
+    config = with_profile(recorded, profile)
+    loaded = config.apply(loaded, out_dir / SUMMARY_FILE)
+    said = f"configuration: {config.describe()}"
+    if recorded is not None and recorded.profile != profile:
+        said += f", as --profile {args.profile} asks; the last run in {out_dir} used {recorded.profile_shown}"
+    elif recorded is not None:
+        said += f", as the last run in {out_dir} asked"
+    return loaded, out_dir, config, said
+
+
 def cmd_report(args: argparse.Namespace) -> int:
-    """Rebuild a suite's tables from its stored records, without training."""
+    """Rebuild a suite's tables from its stored records, without training, for the configuration its last run asked for."""
     from compbench.report import terminal
     from compbench.report.publish import NoResultsError, parse_formats, rebuild
+    from compbench.report.run_config import RecordedConfigError
 
     formats = parse_formats(args.format)
-    loaded = _load(args, args.profile)
-    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
+    try:
+        loaded, out_dir, config, said = _report_config(args)
+    except RecordedConfigError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
     try:
         skipped: list[str] = []
-        outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=args.profile)
+        outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config)
     except NoResultsError as exc:
         _err(str(exc))
         return EXIT_USAGE
     verdicts = outcome.verdicts
+    print(said)
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)
     terminal.print_fit_warnings(loaded, outcome.records)
     print(f"{outcome.headline()}; {len(paths)} report files in {out_dir}")
@@ -623,7 +680,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--suite", required=True, help="suite name or path")
     _results_option(rep, deprecated_out=True)
     _verbosity(rep, "no leaderboard table (the headline, failing expectations and errors only)", "every failed seed's error, not only the first per cell")
-    rep.add_argument("--profile", help="the profile the results were run with (its cells, not the default profile's)")
+    rep.add_argument("--profile", help="report this profile's cells, not those of the profile the last run used (summary.json "
+                                      "records it; default: no profile)")
     rep.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)})")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from compbench.files import OutputError, is_temporary, read_contained, sha256_co
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.outcome import SUMMARY_FILE
+from compbench.report.run_config import CONFIG_KEYS, RunConfig
 from compbench.suite import LoadedSuite
 
 # Written when compbench first claims a results directory (check_owner): it writes only into its own.
@@ -85,7 +86,7 @@ def publish(
         verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     check_owner(out_dir, loaded)
     keep = ("device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
-            "interrupted", "selection")
+            "interrupted", "selection", *CONFIG_KEYS)
     # The suite's name is written whatever the summary says: it is what claims the directory.
     kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
     write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
@@ -461,9 +462,13 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
 
 def rebuild(
     out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
-    *, profile: str | None = None,
+    *, profile: str | None = None, config: RunConfig | None = None,
 ):  # -> tuple[SuiteOutcome, list[Path]]
-    """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files."""
+    """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files.
+
+    `config`: the configuration `loaded` was built with (`report.run_config`), recorded in summary.json
+    as the one the report states; None keeps what summary.json says.
+    """
     from compbench.outcome import stored_outcome
 
     check_owner(out_dir, loaded, claim=False)  # publish claims it: a report with no results makes no folder
@@ -477,6 +482,8 @@ def rebuild(
             + (f" --profile {profile}" if profile else "") + "` first"
         )
     summary = _read_json(out_dir, SUMMARY_FILE)
+    if config is not None:
+        summary.update(config.facts())
     summary.setdefault("device", records[0].device)
     summary["n_failed"] = sum(r.failed for r in records)
     summary["n_skipped"] = sum(r.skipped for r in records)

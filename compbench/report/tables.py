@@ -704,6 +704,7 @@ def expectations_table(verdicts: list[Verdict]) -> Table:
 def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Sequence[tuple[str, str]] = ()) -> Table:
     """Run summary: `facts` first (date, commit), then version, device, wall time, cells, verdicts."""
     from compbench.outcome import verdict_counts
+    from compbench.report.run_config import RecordedConfigError, config_from_summary
 
     wall = summary.get("wall_time", float("nan"))
     rows = [[k, v] for k, v in facts] + [
@@ -717,6 +718,12 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
         ["cells skipped", str(summary.get("n_skipped", 0))],
         ["expectations", verdict_counts(verdicts)],
     ]
+    try:
+        config = config_from_summary(summary)
+    except RecordedConfigError:  # hand-edited: the rows below say what the report holds
+        config = None
+    if config is not None:  # what the run asked for beyond the suite file; a summary from before it has none
+        rows.append(["configuration", config.describe()])
     if summary.get("selection"):
         rows.append(["this run", f"{summary['selection']}: only the selected cells were run; every other cell is "
                                  "shown as the store holds them"])
