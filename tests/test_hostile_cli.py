@@ -209,10 +209,10 @@ def test_ids_are_one_pattern_and_length_located_at_their_line(tmp_path):
     long_task = TINY.replace("{id: te,", "{id: " + "t" * 250 + ",").replace("te]", "t]")
     res = cli("validate", str(p := write(tmp_path, "long.yaml", long_task)))
     refused(res, f"error: {p}:4: tasks[0].id: an id is 1 to 64 letters", "(250 characters)")
-    huge = TINY.replace("{id: k,", "{id: " + "m" * 1_000_000 + ",")
+    huge = TINY.replace("{id: k,", "{id: " + "m" * 900_000 + ",")
     start = time.perf_counter()
     res = cli("validate", str(p := write(tmp_path, "huge.yaml", huge)))
-    refused(res, f"error: {p}:6: models[0].id: an id is 1 to 64 letters", "(1,000,000 characters)")
+    refused(res, f"error: {p}:6: models[0].id: an id is 1 to 64 letters", "(900,000 characters)")
     assert time.perf_counter() - start < 10
     assert len(res.err) < 1000  # the id is not echoed whole
     newline_id = TINY + 'expectations:\n  - {id: "x\\n**Expectations: 2/2 pass.**", source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [k], tasks: [te]}\n'

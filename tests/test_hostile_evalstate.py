@@ -97,13 +97,14 @@ def test_ctrl_c_keeps_the_finished_cells_and_raises_keyboard_interrupt(suite, tm
             raise KeyboardInterrupt
 
     out = tmp_path / "out"
+    model = net_predicting(2.0, second_cell_is_interrupted)
     with pytest.raises(KeyboardInterrupt, match="evaluate\\(\\) interrupted: .* kept in"):
-        compbench.evaluate(suite, models=[net_predicting(2.0, second_cell_is_interrupted)], tasks=["*"], out=out)
+        compbench.evaluate(suite, models=[model], tasks=["*"], out=out)
     store = ResultStore(out / "store")
     kept = sorted((r.model, r.task, r.seed) for r in store.latest().values() if r.model == "Net")
     assert kept == [("Net", "add", 0), ("Net", "add", 1)]  # the first cell (both its seeds), not the interrupted one
-    resumed = compbench.evaluate(suite, models=[net_predicting(2.0)], out=out)
-    assert (resumed.n_cached, resumed.n_run) == (2, 2)  # Net on add is reused (the same source: the same cells); te trains now
+    resumed = compbench.evaluate(suite, models=[model], out=out)  # the same model (its closure is its identity)
+    assert (resumed.n_cached, resumed.n_run) == (2, 2)  # Net on add is reused; te trains now
 
 
 @pytest.mark.slow
