@@ -57,3 +57,5 @@ def test_links_images_and_escape_sequences_from_suite_and_model_are_inert(tmp_pa
 
     page = (out / "leaderboard.html").read_text(encoding="utf-8")
     assert "javascript:alert(1)" in page and 'href="javascript' not in page and 'src="http' not in page
+    assert not any(c in page for c in "\x1b\x07\x9b"), "a control sequence reached leaderboard.html"
+    assert "red words" in page

@@ -78,6 +78,11 @@ def _escaped(column: Any) -> Any:
 _LINK_CLOSE = re.compile(r"\](?=[(\[:])")
 
 
+def html_text(text: str, quote: bool = True) -> str:
+    """Untrusted text made safe for HTML: terminal control sequences dropped, then HTML-escaped (the one way text enters the page)."""
+    return html.escape(strip_controls(str(text)), quote=quote)
+
+
 def md_text(text: str) -> str:
     """Free text for a markdown line: no control sequences, no live link, image or HTML, line breaks as spaces."""
     flat = strip_controls(" ".join(html.escape(str(text), quote=False).splitlines()))

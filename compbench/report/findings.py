@@ -282,7 +282,7 @@ def markdown_findings(items: Sequence[Finding], plot_files: bool) -> list[str]:
 
 def html_findings(items: Sequence[Finding], plot_names: Sequence[str]) -> str:
     """The Findings section's body: a list, each plot name a link to the plot on the page."""
-    import html
+    from compbench.report.escape import html_text
 
     if not items:
         return '<p class="note">No expectation was judged (the suite states none, or only part of it ran).</p>'
@@ -290,7 +290,7 @@ def html_findings(items: Sequence[Finding], plot_names: Sequence[str]) -> str:
     for f in items:
         text = []
         for kind, s in finding_parts(f):
-            e = html.escape(s)
+            e = html_text(s)
             if kind == "name":
                 text.append(f"<strong>{e}</strong>")
             elif kind == "status":

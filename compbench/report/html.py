@@ -8,12 +8,12 @@ lets every column wrap onto the page instead.
 from __future__ import annotations
 
 import base64
-import html
 import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
+from compbench.report.escape import html_text
 from compbench.report.tables import Table
 
 _CSS = """
@@ -132,14 +132,14 @@ def sort_value(v: float) -> str | None:
 
 
 def _attrs(pairs: dict[str, str | None]) -> str:
-    return "".join(f' {k}="{html.escape(v, quote=True)}"' for k, v in pairs.items() if v is not None and v != "")
+    return "".join(f' {k}="{html_text(v, quote=True)}"' for k, v in pairs.items() if v is not None and v != "")
 
 
 def _header(t: Table, j: int, h: str, plot_links: dict[str, str]) -> str:
     task = t.col_tasks.get(j)
     attrs = _attrs({"scope": "col", "data-dir": t.directions.get(j), "data-col-task": task})
-    link = f' <a class="plot" href="#{html.escape(plot_links[task])}">plot</a>' if task in plot_links else ""
-    return f"<th{attrs}><button type=\"button\">{html.escape(h)}</button>{link}</th>"
+    link = f' <a class="plot" href="#{html_text(plot_links[task])}">plot</a>' if task in plot_links else ""
+    return f"<th{attrs}><button type=\"button\">{html_text(h)}</button>{link}</th>"
 
 
 def table_html(t: Table, plot_links: dict[str, str] | None = None) -> str:
@@ -158,22 +158,22 @@ def table_html(t: Table, plot_links: dict[str, str] | None = None) -> str:
                 classes.append("detail")
             key = sort_value(t.sort_keys[(i, j)]) if (i, j) in t.sort_keys else None
             attrs = _attrs({"class": " ".join(classes), "data-v": key, "data-col-task": t.col_tasks.get(j)})
-            text = html.escape(c)
+            text = html_text(c)
             if (i, j) in t.links and c:
-                text = f'<a href="#{html.escape(t.links[(i, j)])}">{text}</a>'
+                text = f'<a href="#{html_text(t.links[(i, j)])}">{text}</a>'
             tag = "th" if j == 0 and t.row_header else "td"
             scope = ' scope="row"' if tag == "th" else ""
             cells.append(f"<{tag}{scope}{attrs}>{text}</{tag}>")
         body.append(f"<tr{row_attrs}>{''.join(cells)}</tr>")
     thead = f"<thead><tr>{head}</tr></thead>" if has_head else ""
-    label = html.escape(t.title)
+    label = html_text(t.title)
     return (f'<div class="wrap" tabindex="0" role="region" aria-label="{label} (scrolls)">'
             f'<table class="sortable">{thead}<tbody>{"".join(body)}</tbody></table></div>')
 
 
 def facts_html(t: Table) -> str:
     """A two-column table without headers (the run summary) as one wrapping line of name: value pairs."""
-    items = "".join(f"<div><dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd></div>" for k, v, *_ in t.rows)
+    items = "".join(f"<div><dt>{html_text(k)}</dt><dd>{html_text(v)}</dd></div>" for k, v, *_ in t.rows)
     return f'<dl class="facts">{items}</dl>'
 
 
@@ -190,7 +190,7 @@ def _plot_links(plots: Sequence[Any]) -> dict[str, str]:
 def _filters(tables: list[Table]) -> str:
     tasks = list(dict.fromkeys(m["task"] for t in tables for m in t.row_meta if m.get("task")))
     statuses = sorted({s for t in tables for m in t.row_meta for s in m.get("status", "").split() if s})
-    opt = lambda v: f'<option value="{html.escape(v)}">{html.escape(v)}</option>'  # noqa: E731
+    opt = lambda v: f'<option value="{html_text(v)}">{html_text(v)}</option>'  # noqa: E731
     return (
         '<form class="filters" role="search" aria-label="Filter the tables" onsubmit="return false">'
         '<label for="f-model">Model</label><input id="f-model" type="search" size="14" placeholder="name contains">'
@@ -208,7 +208,7 @@ def table_section_html(t: Table, plot_links: dict[str, str] | None = None) -> st
         return table_html(t, plot_links)
     shown = [i for i in range(len(t.rows)) if i not in t.folded]
     head = table_html(t.subset(shown), plot_links) if shown else ""
-    return (f'{head}<details class="folded"><summary>{html.escape(t.folded_label)}</summary>'
+    return (f'{head}<details class="folded"><summary>{html_text(t.folded_label)}</summary>'
             f"{table_html(t.subset(sorted(t.folded)), plot_links)}</details>")
 
 
@@ -218,9 +218,9 @@ def html_warnings(warnings: Sequence[str]) -> str:
 
     if not warnings:
         return ""
-    items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+    items = "".join(f"<li>{html_text(w)}</li>" for w in warnings)
     return (f'<section class="warnings" role="note" aria-label="Warnings"><p><strong>Warning: {len(warnings)} model/task '
-            f"pair(s) did not fit their training cells</strong> ({html.escape(FIT_NOTE)})</p><ul>{items}</ul></section>")
+            f"pair(s) did not fit their training cells</strong> ({html_text(FIT_NOTE)})</p><ul>{items}</ul></section>")
 
 
 def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "",
@@ -234,14 +234,14 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
     from compbench.report.findings import FINDINGS_NOTE, html_findings
     from compbench.report.intro import html_intro
 
-    title = f"{html.escape(suite_name)}: leaderboard"
+    title = f"{html_text(suite_name)}: leaderboard"
     anchors = [(t.anchor or _anchor(t.title), t.title) for t in tables] + ([("plots", "Plots")] if plots else [])
-    nav = " ".join(f'<a href="#{a}">{html.escape(s)}</a>' for a, s in
+    nav = " ".join(f'<a href="#{a}">{html_text(s)}</a>' for a, s in
                    ([("findings", "Findings")] if findings is not None else []) + anchors)
     links = _plot_links(plots)
     findings_section = "" if findings is None else (
         f'<section aria-labelledby="findings"><h2 id="findings">Findings</h2>'
-        f'<p class="note">{html.escape(FINDINGS_NOTE)}</p>{html_findings(findings, [p.name for p in plots])}</section>')
+        f'<p class="note">{html_text(FINDINGS_NOTE)}</p>{html_findings(findings, [p.name for p in plots])}</section>')
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">'
@@ -249,7 +249,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         f"<title>{title}</title><style>{_CSS}</style></head><body>",
         f"<header><h1>{title}</h1>",
         html_intro(intro) if intro is not None else "",
-        f'<p class="headline">{html.escape(headline)}</p>' if headline else "",
+        f'<p class="headline">{html_text(headline)}</p>' if headline else "",
         f'<nav aria-label="Sections">{nav}</nav></header>',
         "<main>",
         html_warnings(warnings),
@@ -259,16 +259,16 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         "reverse. A score links to its cell's seeds, kernel and errors; a task's <em>plot</em> link to its plot.</p>",
     ]
     for t, (anchor, _) in zip(tables, anchors):
-        parts.append(f'<section aria-labelledby="{anchor}"><h2 id="{anchor}">{html.escape(t.title)}</h2>')
+        parts.append(f'<section aria-labelledby="{anchor}"><h2 id="{anchor}">{html_text(t.title)}</h2>')
         if t.note:
-            parts.append(f'<p class="note">{html.escape(t.note)}</p>')
+            parts.append(f'<p class="note">{html_text(t.note)}</p>')
         parts.append(table_section_html(t, links) + "</section>")
     if plots:
         parts.append('<section aria-labelledby="plots"><h2 id="plots">Plots</h2>')
         for p in plots:
             data = base64.b64encode(p.png).decode("ascii")
-            parts.append(f'<figure id="plot-{html.escape(p.name)}"><img alt="{html.escape(p.caption)}" '
-                         f'src="data:image/png;base64,{data}"><figcaption>{html.escape(p.caption)}</figcaption></figure>')
+            parts.append(f'<figure id="plot-{html_text(p.name)}"><img alt="{html_text(p.caption)}" '
+                         f'src="data:image/png;base64,{data}"><figcaption>{html_text(p.caption)}</figcaption></figure>')
         parts.append("</section>")
     parts.append(f"</main><script>{_JS}</script></body></html>")
     return "\n".join(p for p in parts if p)

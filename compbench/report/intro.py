@@ -64,12 +64,12 @@ def markdown_intro(it: Intro) -> list[str]:
 
 def html_intro(it: Intro) -> str:
     """The opening as HTML (inside the page's header)."""
-    import html
+    from compbench.report.escape import html_text
 
-    parts = [f'<p class="about">{html.escape(it.description)}</p>'] if it.description else []
+    parts = [f'<p class="about">{html_text(it.description)}</p>'] if it.description else []
     if it.papers:
-        cites = [f'<a href="{html.escape(p.url, quote=True)}" rel="noopener">{html.escape(p.name)}</a>' if p.url
-                 else html.escape(p.name) for p in it.papers]
+        cites = [f'<a href="{html_text(p.url, quote=True)}" rel="noopener">{html_text(p.name)}</a>' if p.url
+                 else html_text(p.name) for p in it.papers]
         parts.append(f'<p class="papers">Papers tested: {"; ".join(cites)}.</p>')
-    parts.append(f'<p class="note meaning">{html.escape(it.meaning)}</p>')
+    parts.append(f'<p class="note meaning">{html_text(it.meaning)}</p>')
     return "".join(parts)
