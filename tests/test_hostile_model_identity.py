@@ -4,6 +4,10 @@ are told apart by `=ID`."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+
 import functools
 import linecache
 import textwrap
@@ -73,10 +77,27 @@ def test_editing_a_helper_beside_a_file_model_recomputes_it(work, capsys):
     assert "1 cells run, 0 reused" in _run(work, capsys, "net.py:Net")[1]
     assert "0 cells run, 1 reused" in _run(work, capsys, "net.py:Net")[1]
     first = _params(work)["Net"]
+    before = (work / "helper.py").stat()
     (work / "helper.py").write_text("WIDTH = 5\n", encoding="utf-8")
+    # The same size and the same time stamp (an edit within one second): a cached .pyc would pass its check.
+    os.utime(work / "helper.py", ns=(before.st_atime_ns, before.st_mtime_ns))
     assert "1 cells run, 0 reused" in _run(work, capsys, "net.py:Net")[1]
     n_in = (first - 1) // 8 - 2
     assert _width(_params(work)["Net"], n_in) == 5  # the edited helper ran, not the one this process imported first
+
+
+def test_a_helper_of_the_same_name_imported_from_elsewhere_is_not_the_one_that_runs(work, capsys, monkeypatch, tmp_path):
+    other = tmp_path / "elsewhere" / "helper.py"
+    other.parent.mkdir()
+    other.write_text("WIDTH = 9\n", encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("helper", other)
+    foreign = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(foreign)
+    monkeypatch.setitem(sys.modules, "helper", foreign)  # another model's helper.py, imported first
+    assert "2 cells run, 0 reused" in _run(work, capsys, "net.py:Net", "a/net.py:Net=width-8")[1]
+    params = _params(work)
+    assert params["Net"] == params["width-8"]  # net.py's own helper ran (WIDTH = 8), as its hash says, not 9
+    assert sys.modules["helper"] is foreign  # and the other one is left where it was
 
 
 def test_a_file_model_named_from_a_subfolder_is_the_same_model(work, capsys, monkeypatch):

@@ -30,6 +30,7 @@ import dis
 import functools
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import re
@@ -96,22 +97,55 @@ def _module_name(path: Path) -> str:
     return f"_compbench_model_{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:8]}"
 
 
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the file's text as it is now, never a cached .pyc: an edit within one second that keeps the
+    file's size (WIDTH = 4 → 5) leaves the .pyc's timestamp check satisfied, and the old code would run
+    under the new code's hash."""
+
+    def get_code(self, fullname: str) -> Any:
+        """The module's code compiled from its source."""
+        return compile(self.get_data(self.path), self.path, "exec", dont_inherit=True)
+
+
+class _HelperFinder:
+    """While a file model executes, its local helpers are found here and loaded from their source."""
+
+    def __init__(self, helpers: dict[str, Path]) -> None:
+        self.helpers = helpers
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        """The spec of a helper module of the file, or None for any other module."""
+        file = self.helpers.get(name)
+        if file is None:
+            return None
+        package = [str(file.parent)] if file.name == "__init__.py" else None
+        return importlib.util.spec_from_file_location(name, file, loader=_SourceOnlyLoader(name, str(file)),
+                                                      submodule_search_locations=package)
+
+
 def _load_file(path: Path, shown: str, helpers: dict[str, Path]) -> Any:
     """Execute the file as a fresh module (registered in sys.modules, so pool workers can unpickle its classes)."""
     name = _module_name(path)
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnlyLoader(name, str(path)))
     if spec is None or spec.loader is None:
         raise ModelReferenceError(f"{shown}: {str(path)!r} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.append(folder)  # the file may import helpers that sit beside it
-    for helper, file in helpers.items():  # imported again, as the file is: the code that runs is the code hashed
-        loaded = getattr(sys.modules.get(helper), "__file__", None)
-        if loaded and Path(loaded).resolve() == file.resolve():
-            del sys.modules[helper]
+    # Every helper is imported again, from its file beside this one: the code that runs is the code hashed,
+    # even where a module of the same name from elsewhere (another model's helper.py) is already imported;
+    # that one is put back afterwards for whoever holds it.
+    others = {}
+    for helper, file in helpers.items():
+        mod = sys.modules.pop(helper, None)
+        loaded = getattr(mod, "__file__", None)
+        if mod is not None and not (loaded and Path(loaded).resolve() == file.resolve()):
+            others[helper] = mod
     old = sys.modules.get(name)
     sys.modules[name] = module
+    finder = _HelperFinder(helpers)
+    sys.meta_path.insert(0, finder)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
@@ -122,6 +156,9 @@ def _load_file(path: Path, shown: str, helpers: dict[str, Path]) -> Any:
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise ModelReferenceError(f"{path}{_line_in(exc, path)}: importing it failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        sys.meta_path.remove(finder)
+        sys.modules.update(others)
     return module
 
 
