@@ -67,6 +67,30 @@ def test_stacked_training_equals_training_each_seed_alone():
         np.testing.assert_allclose(stacked_forward(alone, x)[0], stacked_forward(together, x)[i], rtol=1e-9, atol=1e-9)
 
 
+def test_minibatch_training_of_stacked_seeds_equals_each_seed_alone_and_uses_the_batches():
+    task = make_task("additive", anchors=[[4], [4]])
+    x = torch.as_tensor(onehot(task.cells, task.n_values), dtype=torch.float64)
+    xt, yt = x[torch.as_tensor(task.train_mask)], torch.as_tensor(task.y[task.train_mask])
+    kw = dict(d_in=x.shape[1], width=16, depth=3, init_scale=1.0, dtype=torch.float64)
+    run = dict(lr=0.01, max_steps=50, loss_tol=1e-12, batch_size=5)
+    together = init_stacked_mlp([3, 7], **kw)
+    res = train_stacked(together, xt, yt, **run)
+    for i, seed in enumerate([3, 7]):
+        alone = init_stacked_mlp([seed], **kw)
+        train_stacked(alone, xt, yt, **run)
+        np.testing.assert_allclose(stacked_forward(alone, x)[0], stacked_forward(together, x)[i], rtol=1e-9, atol=1e-9)
+        # final_loss is the loss on every training sample, not on the last batch
+        full = float(((stacked_forward(together, xt)[i] - yt) ** 2).mean())
+        assert res.final_loss[i] == pytest.approx(full, rel=1e-9)
+    # Batches of 5 of the 17 training cells are not full-batch steps; a batch as large as the data is.
+    full_batch = init_stacked_mlp([3], **kw)
+    train_stacked(full_batch, xt, yt, lr=0.01, max_steps=50, loss_tol=1e-12)
+    assert not torch.allclose(stacked_forward(full_batch, x)[0], stacked_forward(together, x)[0])
+    whole = init_stacked_mlp([3], **kw)
+    train_stacked(whole, xt, yt, lr=0.01, max_steps=50, loss_tol=1e-12, batch_size=len(xt))
+    np.testing.assert_allclose(stacked_forward(whole, x)[0], stacked_forward(full_batch, x)[0], rtol=1e-12)
+
+
 def test_each_member_stops_early_on_its_own():
     task = make_task("transitive_equivalence")
     x = torch.as_tensor(onehot(task.cells, task.n_values), dtype=torch.float64)

@@ -26,6 +26,7 @@ def test_all_builtin_families_registered():
     assert set(FAMILIES) == {
         "additive", "context_dependence", "transitive_equivalence", "associative_inference", "symmetry", "transitive_ordering",
         "table", "redundant_input", "modular_teacher", "modular_episodes", "slot_render", "sprites", "sraven",
+        "quadrants",
     }
 
 
@@ -244,7 +245,7 @@ def test_unknown_family_lists_known_names():
         make_task("context_dependance")
     msg = str(err.value)
     assert "did you mean 'context_dependence'?" in msg
-    assert "known: additive, associative_inference, context_dependence, modular_episodes, modular_teacher, redundant_input, slot_render, sprites, sraven, symmetry, table, transitive_equivalence" in msg
+    assert "known: additive, associative_inference, context_dependence, modular_episodes, modular_teacher, quadrants, redundant_input, slot_render, sprites, sraven, symmetry, table, transitive_equivalence" in msg
     assert isinstance(err.value, ValueError)
     with pytest.raises(UnknownFamilyError, match=r"unknown task family 'zzz'; known: additive"):
         family_params_model("zzz")

@@ -42,6 +42,10 @@ class MLPParams(AdapterParams):
     optimizer: Literal["gd", "adam"] = "gd"
     lr: float = Field(default=0.01, gt=0)
     max_steps: int = Field(default=20_000, ge=1)
+    batch_size: int | None = Field(
+        default=None, ge=1,
+        description="minibatches of this size, reshuffled every epoch in an order shared by the seeds (None: full batch)",
+    )
     loss_tol: float = Field(default=1e-4, gt=0, description="early stop when the train loss is below")
     theory: Literal["analytic", "empirical"] = Field(
         default="analytic", description="NTK for the theory: analytic large-width or empirical at init"
@@ -74,7 +78,7 @@ def _batch_problem(loss: str, batch: Batch) -> str | None:
 
 @register_adapter("mlp")
 class MLPAdapter(Adapter):
-    """ReLU MLP trained full batch; all seeds of a cell train together as one stacked model."""
+    """ReLU MLP trained full batch (or on minibatches); all seeds of a cell train together as one stacked model."""
 
     Params = MLPParams
     params: MLPParams
@@ -134,6 +138,7 @@ class MLPAdapter(Adapter):
             max_steps=p.max_steps,
             loss_tol=p.loss_tol,
             offset=f0_tr_t if p.center else None,
+            batch_size=p.batch_size,
         )
         with torch.no_grad():
             preds = stacked_forward(layers, x_ev).double().cpu().numpy()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from compbench.encodings.batch import Batch
 from compbench.encodings.onehot import onehot
@@ -93,12 +93,14 @@ def get_encoding(name: str) -> EncodingSpec:
     return ENCODINGS.get(name)
 
 
-def encode_cells(name: str, task: TaskData, x_cells: np.ndarray) -> Encoded:
+def encode_cells(name: str, task: TaskData, x_cells: np.ndarray, samples: str = "concat") -> Encoded:
     """Batches from one input row per cell (`x_cells`, n_cells × d).
 
     Cells with one target: one sample per cell; train on training cells, evaluate on all.
     Function-valued cells (`task.samples`): each sample's input is its cell's row followed by its
-    own x; training samples as the task drew them, and every cell evaluated at the shared x_eval.
+    own x (`samples="concat"`), or its cell's row plus its x (`"add"`: x is an offset inside the
+    cell, so the model sees a point of a continuous input space and never the cell itself);
+    training samples as the task drew them, and every cell evaluated at the shared x_eval.
     """
     ids = np.arange(len(task.cells))
     x_cells = np.asarray(x_cells, dtype=np.float64)
@@ -117,8 +119,18 @@ def encode_cells(name: str, task: TaskData, x_cells: np.ndarray) -> Encoded:
     m = s.n_eval
     tr_ids = np.asarray(s.train_cells, dtype=np.int64)
     ev_ids = np.repeat(ids, m)
-    x_tr = np.concatenate([x_cells[tr_ids], np.asarray(s.x_train, dtype=np.float64)], axis=1)
-    x_ev = np.concatenate([x_cells[ev_ids], np.tile(np.asarray(s.x_eval, dtype=np.float64), (len(ids), 1))], axis=1)
+    own_tr = np.asarray(s.x_train, dtype=np.float64)
+    own_ev = np.tile(np.asarray(s.x_eval, dtype=np.float64), (len(ids), 1))
+    if samples == "add":
+        if own_tr.shape[1] != x_cells.shape[1]:
+            raise ValueError(
+                f"encoding {name!r} with samples: add adds each sample's x ({own_tr.shape[1]} inputs) to its cell's "
+                f"{x_cells.shape[1]} inputs, so the two must have the same width; use samples: concat"
+            )
+        x_tr, x_ev = x_cells[tr_ids] + own_tr, x_cells[ev_ids] + own_ev
+    else:
+        x_tr = np.concatenate([x_cells[tr_ids], own_tr], axis=1)
+        x_ev = np.concatenate([x_cells[ev_ids], own_ev], axis=1)
     y_ev = np.asarray(s.y_eval).reshape(len(ids) * m, *np.shape(s.y_eval)[2:])
     train = Batch(x_tr, task.cells[tr_ids], tr_ids, task.n_values, np.asarray(s.y_train), task.n_classes)
     evaluate = Batch(x_ev, task.cells[ev_ids], ev_ids, task.n_values, y_ev, task.n_classes)
@@ -153,6 +165,11 @@ class CoordinateParams(StrictParams):
     """Parameters of the `coordinates` encoding."""
 
     normalize: bool = True  # value v of n as v/(n−1) in [0, 1] (else the raw index)
+    samples: Literal["concat", "add"] = Field(
+        default="concat",
+        description="function-valued cells: each sample's x after the coordinates (concat), or added to them "
+        "(add: x is an offset inside the cell, e.g. the quadrants toy's X = Y − U)",
+    )
 
 
 @register_encoding("coordinates", CoordinateParams)
@@ -162,7 +179,7 @@ def encode_coordinates(task: TaskData, **params: Any) -> Encoded:
     x = task.cells.astype(np.float64)
     if p.normalize:
         x = x / np.maximum(np.asarray(task.n_values, dtype=np.float64) - 1, 1)
-    return encode_cells("coordinates", task, x)
+    return encode_cells("coordinates", task, x, samples=p.samples)
 
 
 def encode(name: str, task: TaskData, **params: Any) -> Encoded:

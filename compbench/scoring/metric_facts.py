@@ -214,12 +214,18 @@ def additivity_not_applicable(vacuous: bool) -> str | None:
     return "the seen conjunctions span every held-out prediction: any model scores 1" if vacuous else None
 
 
+def share_not_applicable(n_heldout: int) -> str | None:
+    """Why an irrelevant share says nothing (one held-out cell: a variance across held-out cells is 0 by construction), else None."""
+    return "1 cell: the share is a variance across held-out cells" if n_heldout == 1 else None
+
+
 # Metrics whose value a record may declare not applicable (CellRecord.not_applicable), by rule above.
-NA_RULES = {"theory_r2": r2_not_applicable, "additivity": additivity_not_applicable}
+NA_RULES = {"theory_r2": r2_not_applicable, "additivity": additivity_not_applicable,
+            "irrelevant_share": share_not_applicable, "theory_irrelevant_share": share_not_applicable}
 # Of those, the metrics a claim may not judge at all when n/a (their value cannot fail). R²(model, theory)
 # is not among them: against a constant theory its conventional 1 or 0 comes with max |model − theory|,
 # which `matches_kernel` reads beside it.
-NA_UNJUDGEABLE = frozenset({"additivity"})
+NA_UNJUDGEABLE = frozenset({"additivity", "irrelevant_share", "theory_irrelevant_share"})
 
 
 def fit_metrics() -> list[str]:

@@ -7,13 +7,19 @@ import numpy as np
 TIE_TOL = 1e-9  # |prediction| below this (relative to max|y|) is a tie: neither sign
 
 
+def sign_hits(preds: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per prediction: 1 for the right sign, 0 for the wrong one, ½ for a tie (prediction ≈ 0)."""
+    if len(y) == 0:
+        return np.zeros(0)
+    tie = np.abs(preds) <= TIE_TOL * max(1.0, float(np.max(np.abs(y))))
+    return np.where(tie, 0.5, (np.sign(preds) == np.sign(y)).astype(float))
+
+
 def sign_accuracy(preds: np.ndarray, y: np.ndarray) -> float:
     """Fraction of correct signs; a tie (prediction ≈ 0) scores ½, i.e. a coin flip."""
     if len(y) == 0:
         return float("nan")
-    tie = np.abs(preds) <= TIE_TOL * max(1.0, float(np.max(np.abs(y))))
-    correct = np.where(tie, 0.5, (np.sign(preds) == np.sign(y)).astype(float))
-    return float(correct.mean())
+    return float(sign_hits(preds, y).mean())
 
 
 def r2(target: np.ndarray, preds: np.ndarray) -> float:
@@ -153,6 +159,13 @@ def shaped_metrics(
         hits = top1_accuracy(p2, target)
         m["heldout_acc"] = _cell_mean(hits, row_cells, test_cells)
         m["train_acc"] = _cell_mean(hits, row_cells, train_cells)
+    elif kind == "classification":
+        # ±1 function-valued cells (a sign per sample): the scalar task's accuracy and margin, per sample.
+        t1, p1 = np.asarray(target, dtype=np.float64).reshape(-1), p2[:, 0]
+        hits = sign_hits(p1, t1)
+        m["heldout_acc"] = _cell_mean(hits, row_cells, test_cells)
+        m["train_acc"] = _cell_mean(hits, row_cells, train_cells)
+        m["heldout_margin"] = float(np.mean(p1[te] * t1[te]))
     else:
         t2 = np.asarray(target, dtype=np.float64).reshape(len(target), -1)
         m["heldout_r2"] = r2_of(t2, p2, te)
@@ -171,6 +184,8 @@ def shaped_metrics(
         m["theory_max_abs_diff"] = float(np.max(np.abs(th[te] - p2[te])))
         if kind == "multiclass":
             m["theory_acc"] = _cell_mean(top1_accuracy(th, target), row_cells, test_cells)
+        elif kind == "classification":
+            m["theory_acc"] = _cell_mean(sign_hits(th[:, 0], np.asarray(target, dtype=np.float64).reshape(-1)), row_cells, test_cells)
         else:
             m["theory_heldout_r2"] = r2_of(t2, th, te)
             if th.shape[1] > 1:

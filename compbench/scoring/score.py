@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from compbench.records import CellRecord
-from compbench.scoring.metric_facts import additivity_not_applicable, r2_not_applicable
+from compbench.scoring.metric_facts import additivity_not_applicable, r2_not_applicable, share_not_applicable
 from compbench.scoring.metrics import cell_metrics
 
 DECIMALS = 10  # predictions are stored, and scored, rounded to this many decimals
@@ -192,4 +192,8 @@ def _not_applicable(metrics: dict[str, float], n_heldout: int, theory_heldout: n
         why = additivity_not_applicable(fitter.vacuous)
         if why:
             out["additivity"] = why
+    for share in ("irrelevant_share", "theory_irrelevant_share"):
+        why = share_not_applicable(n_heldout) if share in metrics else None
+        if why:
+            out[share] = why
     return out

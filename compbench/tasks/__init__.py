@@ -6,6 +6,7 @@ from compbench.tasks import (  # noqa: F401  (each module registers its family)
     context_dependence,
     episodes,
     modular_teacher,
+    quadrants,
     redundant_input,
     slot_render,
     sprites,

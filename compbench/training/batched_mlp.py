@@ -244,13 +244,25 @@ def train_stacked(
     max_steps: int = 10_000,
     loss_tol: float = 1e-4,
     offset: torch.Tensor | None = None,
+    batch_size: int | None = None,
+    order_seed: int = 0,
 ) -> TrainResult:
-    """Full-batch training of every member; each stops alone when its loss < loss_tol or diverges.
+    """Training of every member, full batch or on minibatches; each stops alone when its loss < loss_tol or diverges.
 
     `offset` (the outputs' shape: (k, n), or (k, n, K)) is subtracted from the outputs, e.g. the
-    initial function for a centred model. Targets: see the module docstring.
+    initial function for a centred model. Targets: see the module docstring. `batch_size`: each
+    step takes the next `batch_size` samples of a permutation redrawn every epoch from
+    `order_seed` (the last batch of an epoch may be smaller); the order is shared by the members,
+    so a member still trains exactly as it would alone. The stop test then reads the step's batch
+    loss, and `final_loss` is the loss on every sample.
     """
     check_targets(layers, x, y, loss, offset)
+    if batch_size is not None and batch_size < 1:
+        raise ValueError(f"batch_size must be ≥ 1 (or None: full batch), got {batch_size}")
+    n = x.shape[0]
+    minibatch = batch_size is not None and batch_size < n
+    order = torch.Generator().manual_seed(int(order_seed))
+    perm, at = torch.arange(n), n
     k = layers[0][0].shape[0]
     params = [p for layer in layers for p in layer if p is not None]
     active = torch.ones(k, dtype=torch.bool, device=x.device)
@@ -262,7 +274,13 @@ def train_stacked(
     beta1, beta2, eps = 0.9, 0.999, 1e-8
     running = list(range(k))  # members still training (a Python list: one host sync per step)
     for step in range(max_steps + 1):
-        acts, lv, dout = _forward_loss(layers, x, y, loss, offset)
+        if minibatch:
+            if at >= n:
+                perm, at = torch.randperm(n, generator=order).to(x.device), 0
+            idx, at = perm[at:at + batch_size], at + batch_size
+            acts, lv, dout = _forward_loss(layers, x[idx], y[idx], loss, None if offset is None else offset[:, idx])
+        else:
+            acts, lv, dout = _forward_loss(layers, x, y, loss, offset)
         losses = lv.tolist()
         stopped = [i for i in running if not math.isfinite(losses[i]) or losses[i] < loss_tol or step == max_steps]
         for i in stopped:
@@ -291,4 +309,8 @@ def train_stacked(
                 adam_v[j].mul_(beta2).add_((1 - beta2) * g * g)
                 upd = (adam_m[j] / (1 - beta1**t)) / ((adam_v[j] / (1 - beta2**t)).sqrt() + eps)
                 p.sub_(lr * upd * m)
+    if minibatch:
+        # A stopped member's parameters have not moved since it stopped: its loss on every sample now is the one then.
+        full = _forward_loss(layers, x, y, loss, offset)[1].tolist()
+        final = [b if d else f for f, b, d in zip(full, final, diverged)]
     return TrainResult(steps=steps, final_loss=final, converged=converged, diverged=diverged)
