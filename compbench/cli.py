@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -173,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report.publish import check_owner, parse_formats, publish_run
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.terminal import one_line
-    from compbench.runner.run import run_suite, select
+    from compbench.runner.run import record_verdicts, run_suite, select
     from compbench.suite import seeds_override, unmatched_tasks
     from compbench.suite.load import no_model_message
 
@@ -204,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
             progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
             executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
-            cell_timeout=args.cell_timeout, threads=args.threads,
+            cell_timeout=args.cell_timeout, threads=args.threads, command=args.command_line, profile=args.profile,
         )
     except DeviceUnavailableError as exc:
         _err(str(exc))
@@ -220,6 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # ran, and those that match none of them are left out rather than failed. The report is of the
     # whole suite all the same (publish_run), so a partial run never replaces a fuller report.
     outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+    record_verdicts(out_dir, summary, outcome.verdicts)
     skipped: list[str] = []
     facts = {**vars(summary), **config.facts()}
     facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
@@ -337,7 +339,7 @@ def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
 def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary, SuiteOutcome) | int
     """Load the suite, refuse bad input before anything trains, then run (or read cached) cells."""
     from compbench.outcome import outcome_of_run
-    from compbench.runner.run import run_suite, select
+    from compbench.runner.run import record_verdicts, run_suite, select
     from compbench.suite import seeds_override
     from compbench.suite.load import no_model_message
 
@@ -364,13 +366,15 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     # is fine: these commands write no report there, and the store is shared by cell keys).
     claim_results_dir(out_dir, loaded)
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
-                        model_patterns=model_patterns)
+                        model_patterns=model_patterns, command=args.command_line, profile=args.profile)
     if args.model and not summary.jobs:
         _err(f"--model {no_model_message(loaded, args.model)}")
         return EXIT_USAGE
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
     loaded = select(loaded, model_patterns)  # what ran
-    return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+    record_verdicts(out_dir, summary, outcome.verdicts)
+    return loaded, summary, outcome
 
 
 def _unrecordable(base) -> int | None:  # base: Baseline
@@ -745,6 +749,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
     try:
         args = build_parser().parse_args(argv)
+        args.command_line = shlex.join(["compbench", *(sys.argv[1:] if argv is None else argv)])  # the runs table's
         _apply_limits(args)
         from compbench.runner.memory import keep_freed_memory
 
