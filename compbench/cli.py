@@ -1,4 +1,4 @@
-"""The `compbench` command: run, report, check, baseline, list, show, validate."""
+"""The `compbench` command: run, report, check, baseline, compare, list, show, validate."""
 
 from __future__ import annotations
 
@@ -489,6 +489,36 @@ def _doc_of(obj: object) -> str:
     return getattr(type(obj), "__doc__", "") or ""
 
 
+COMPARE_FORMATS = ("md", "json", "github")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Pair two runs' cells and say which regressed, were fixed, are new or gone; exit 1 when --fail-on says so."""
+    from compbench.compare import compare_sides, github_summary, load_side, to_json, to_markdown
+    from compbench.files import write_atomic
+
+    formats = [f.strip() for f in (args.format or "").split(",") if f.strip()]
+    unknown = [f for f in formats if f not in COMPARE_FORMATS]
+    if unknown:
+        _err(f"--format {','.join(unknown)}: not a compare format; use any of {', '.join(COMPARE_FORMATS)}, comma-separated")
+        return EXIT_USAGE
+    results = Path(args.results) if args.results else None
+    comparison = compare_sides(load_side(args.a, results), load_side(args.b, results))
+    markdown = to_markdown(comparison)
+    print(markdown, end="")
+    out = Path(args.out)
+    for fmt in dict.fromkeys(formats):
+        if fmt == "github":
+            target = github_summary(comparison)
+            print(f"GitHub step summary: {target}" if target else
+                  "compbench: note: --format github: $GITHUB_STEP_SUMMARY is not set (not in a GitHub Actions job); "
+                  "nothing written for it", file=sys.stderr)
+        else:
+            path = write_atomic(out, f"compare.{fmt}", markdown if fmt == "md" else to_json(comparison))
+            print(f"wrote {path}", file=sys.stderr)
+    return EXIT_FAILED if comparison.fails(args.fail_on) else EXIT_OK
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """List bundled suites and every registered extension (built-in and plugins) with one line each."""
     from compbench.suite import bundled_suites
@@ -713,6 +743,17 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--allow-new", action="store_true",
                      help="accept cells the baseline does not have (by default a new cell fails the check)")
     chk.set_defaults(func=cmd_check)
+    cmp = sub.add_parser("compare", help="pair two runs' cells (suite, model, task, seed): which regressed, were fixed, "
+                                         "are new or gone, and which expectation verdicts flipped")
+    cmp.add_argument("a", metavar="A", help="the earlier side: a results directory, or a run id of the store in --results")
+    cmp.add_argument("b", metavar="B", help="the later side, likewise")
+    cmp.add_argument("--results", metavar="DIR", help="the results directory whose store holds the run ids given as A or B")
+    cmp.add_argument("--fail-on", choices=["regressed", "changed"],
+                     help="exit 1 when a cell regressed or a verdict now fails (regressed), or on any change (changed)")
+    cmp.add_argument("--format", metavar="LIST",
+                     help="also write: md (compare.md, PR-comment sized), json (compare.json), github ($GITHUB_STEP_SUMMARY)")
+    cmp.add_argument("--out", metavar="DIR", default=".", help="folder for compare.md and compare.json (default: here)")
+    cmp.set_defaults(func=cmd_compare)
     lst = sub.add_parser("list", help="bundled suites and every registered task family, encoding, adapter, claim, report format")
     lst.set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="an adapter's, task family's, encoding's, claim's or report format's parameters")
@@ -777,6 +818,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the chosen command; exit codes for the errors every command can meet."""
     from compbench.check import BaselineError
+    from compbench.compare.sides import CompareError
     from compbench.files import OutputError
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.publish import ReportFormatError
@@ -794,7 +836,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 print(f"error: {issue}", file=sys.stderr)
             return EXIT_USAGE
         except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError,
-                OutputError) as exc:
+                OutputError, CompareError) as exc:
             _err(str(exc))
             return EXIT_USAGE
         except KeyboardInterrupt:  # outside a run's own handling (e.g. while writing the report)
