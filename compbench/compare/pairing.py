@@ -39,6 +39,7 @@ class CellDiff:
     n_pairs: int = 0
     p_value: float = math.nan
     rule: str = ""  # how the status was decided, in words
+    seed_deltas: dict[int, float] = field(default_factory=dict)  # B − A of each paired seed
     seeds_only_a: list[int] = field(default_factory=list)
     seeds_only_b: list[int] = field(default_factory=list)
     model_change: list[str] = field(default_factory=list)  # parameters, code or adapter that differ between the sides
@@ -136,8 +137,9 @@ def _judge(cell: CellDiff, a: dict[int, CellRecord], b: dict[int, CellRecord]) -
     if ok:
         first = a[ok[0]]
         cell.metric = score_metric(first.kind or "regression")
-        both = [(a[s].finite_metric(cell.metric), b[s].finite_metric(cell.metric)) for s in ok]
-        pairs = [(x, y) for x, y in both if x is not None and y is not None]
+        both = {s: (a[s].finite_metric(cell.metric), b[s].finite_metric(cell.metric)) for s in ok}
+        pairs = [(x, y) for x, y in both.values() if x is not None and y is not None]
+        cell.seed_deltas = {s: y - x for s, (x, y) in both.items() if x is not None and y is not None}
         cell.n_pairs = len(pairs)
         if pairs:
             cell.a = sum(x for x, _ in pairs) / len(pairs)

@@ -24,7 +24,7 @@ def to_markdown(c: Comparison, most: int = MAX_ROWS) -> str:
     """The comparison as markdown: counts, changed cells (beside any model change), verdict flips, metadata, averages."""
     counts = ", ".join(f"{c.count(s)} {s}" for s in STATUSES)
     lines = [f"## compbench compare", "", f"A: {md_cell(c.a.label)}  ", f"B: {md_cell(c.b.label)}", "",
-             f"**{len(c.cells)} cells**: {counts}.", ""]
+             f"**{len(c.cells)} cell{'' if len(c.cells) == 1 else 's'}**: {counts}.", ""]
     shown = [x for x in c.cells if x.status != "unchanged" or x.model_change]
     if shown:
         lines += ["| cell | status | metric | A | B | Δ | rule | model changed |", "|---|---|---|---|---|---|---|---|"]
@@ -45,7 +45,7 @@ def to_markdown(c: Comparison, most: int = MAX_ROWS) -> str:
         lines += ["Expectation verdicts: not recorded on one side (a store written before compbench recorded runs).", ""]
     if c.averages:
         lines += ["### Averages over the cells both sides scored", ""]
-        lines += [f"- {m}: A {_num(a)}, B {_num(b)} ({n} cells)" for m, (a, b, n) in sorted(c.averages.items())]
+        lines += [f"- {m}: A {_num(a)}, B {_num(b)} ({n} cell{'' if n == 1 else 's'})" for m, (a, b, n) in sorted(c.averages.items())]
         lines.append("")
     if c.metadata:
         lines += ["### What differs between the runs", "", "| field | A | B |", "|---|---|---|"]
