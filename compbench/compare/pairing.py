@@ -51,7 +51,7 @@ class CellDiff:
 
     @property
     def name(self) -> str:
-        """'model on task' (with the suite where it is not the only one)."""
+        """'model on task'."""
         return f"{self.model} on {self.task}"
 
 
