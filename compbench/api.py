@@ -268,7 +268,7 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
     import time
 
     from compbench.outcome import outcome_of_run
-    from compbench.runner.run import run_suite, select
+    from compbench.runner.run import record_verdicts, run_suite, select
     from compbench.suite import add_adapter_models, load_suite, matches, seeds_override, unmatched_tasks
     from compbench.suite.load import no_model_message
     from compbench.suite.load import LoadedSuite as _Loaded
@@ -322,7 +322,8 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
         out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
         whole = loaded  # what the report shows after a partial run (publish_run); run_suite narrows a copy
         summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
-                            task_patterns=task_patterns, progress=progress, threads=threads)
+                            task_patterns=task_patterns, progress=progress, threads=threads, profile=profile,
+                            command=f"compbench.evaluate({loaded.name!r})")
         if summary.interrupted:  # run_suite kept what finished; a notebook or script must stop, not read a partial result
             kept = (f"kept in {out_dir / 'store'}: the same call resumes from them" if out is not None
                     else "not kept (out=None; give out=PATH to keep finished cells)")
@@ -332,6 +333,7 @@ def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str]
                                      f"{loaded.name}")])
         loaded = select(loaded, patterns, task_patterns)  # what ran
         outcome = outcome_of_run(loaded, summary, profile=profile, partial=summary.partial)
+        record_verdicts(out_dir, summary, outcome.verdicts)
         if report:
             from compbench.report.publish import publish_run
 

@@ -1,4 +1,4 @@
-"""The `compbench` command: run, report, check, baseline, list, show, validate."""
+"""The `compbench` command: run, report, check, baseline, compare, list, show, validate."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -173,7 +174,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.report.publish import check_owner, parse_formats, publish_run
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.terminal import one_line
-    from compbench.runner.run import run_suite, select
+    from compbench.runner.run import record_verdicts, run_suite, select
     from compbench.suite import seeds_override, unmatched_tasks
     from compbench.suite.load import no_model_message
 
@@ -204,7 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
             progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
             executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
-            cell_timeout=args.cell_timeout, threads=args.threads,
+            cell_timeout=args.cell_timeout, threads=args.threads, command=args.command_line, profile=args.profile,
         )
     except DeviceUnavailableError as exc:
         _err(str(exc))
@@ -220,6 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # ran, and those that match none of them are left out rather than failed. The report is of the
     # whole suite all the same (publish_run), so a partial run never replaces a fuller report.
     outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+    record_verdicts(out_dir, summary, outcome.verdicts)
     skipped: list[str] = []
     facts = {**vars(summary), **config.facts()}
     facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
@@ -337,7 +339,7 @@ def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
 def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary, SuiteOutcome) | int
     """Load the suite, refuse bad input before anything trains, then run (or read cached) cells."""
     from compbench.outcome import outcome_of_run
-    from compbench.runner.run import run_suite, select
+    from compbench.runner.run import record_verdicts, run_suite, select
     from compbench.suite import seeds_override
     from compbench.suite.load import no_model_message
 
@@ -364,13 +366,15 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     # is fine: these commands write no report there, and the store is shared by cell keys).
     claim_results_dir(out_dir, loaded)
     summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
-                        model_patterns=model_patterns)
+                        model_patterns=model_patterns, command=args.command_line, profile=args.profile)
     if args.model and not summary.jobs:
         _err(f"--model {no_model_message(loaded, args.model)}")
         return EXIT_USAGE
     print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
     loaded = select(loaded, model_patterns)  # what ran
-    return loaded, summary, outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+    record_verdicts(out_dir, summary, outcome.verdicts)
+    return loaded, summary, outcome
 
 
 def _unrecordable(base) -> int | None:  # base: Baseline
@@ -483,6 +487,36 @@ def _doc_of(obj: object) -> str:
         if isinstance(text, str) and text.strip():
             return text
     return getattr(type(obj), "__doc__", "") or ""
+
+
+COMPARE_FORMATS = ("md", "json", "github")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Pair two runs' cells and say which regressed, were fixed, are new or gone; exit 1 when --fail-on says so."""
+    from compbench.compare import compare_sides, github_summary, load_side, to_json, to_markdown
+    from compbench.files import write_atomic
+
+    formats = [f.strip() for f in (args.format or "").split(",") if f.strip()]
+    unknown = [f for f in formats if f not in COMPARE_FORMATS]
+    if unknown:
+        _err(f"--format {','.join(unknown)}: not a compare format; use any of {', '.join(COMPARE_FORMATS)}, comma-separated")
+        return EXIT_USAGE
+    results = Path(args.results) if args.results else None
+    comparison = compare_sides(load_side(args.a, results), load_side(args.b, results))
+    markdown = to_markdown(comparison)
+    print(markdown, end="")
+    out = Path(args.out)
+    for fmt in dict.fromkeys(formats):
+        if fmt == "github":
+            target = github_summary(comparison)
+            print(f"GitHub step summary: {target}" if target else
+                  "compbench: note: --format github: $GITHUB_STEP_SUMMARY is not set (not in a GitHub Actions job); "
+                  "nothing written for it", file=sys.stderr)
+        else:
+            path = write_atomic(out, f"compare.{fmt}", markdown if fmt == "md" else to_json(comparison))
+            print(f"wrote {path}", file=sys.stderr)
+    return EXIT_FAILED if comparison.fails(args.fail_on) else EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -709,6 +743,17 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--allow-new", action="store_true",
                      help="accept cells the baseline does not have (by default a new cell fails the check)")
     chk.set_defaults(func=cmd_check)
+    cmp = sub.add_parser("compare", help="pair two runs' cells (suite, model, task, seed): which regressed, were fixed, "
+                                         "are new or gone, and which expectation verdicts flipped")
+    cmp.add_argument("a", metavar="A", help="the earlier side: a results directory, or a run id of the store in --results")
+    cmp.add_argument("b", metavar="B", help="the later side, likewise")
+    cmp.add_argument("--results", metavar="DIR", help="the results directory whose store holds the run ids given as A or B")
+    cmp.add_argument("--fail-on", choices=["regressed", "changed"],
+                     help="exit 1 when a cell regressed or a verdict now fails (regressed), or on any change (changed)")
+    cmp.add_argument("--format", metavar="LIST",
+                     help="also write: md (compare.md, PR-comment sized), json (compare.json), github ($GITHUB_STEP_SUMMARY)")
+    cmp.add_argument("--out", metavar="DIR", default=".", help="folder for compare.md and compare.json (default: here)")
+    cmp.set_defaults(func=cmd_compare)
     lst = sub.add_parser("list", help="bundled suites and every registered task family, encoding, adapter, claim, report format")
     lst.set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="an adapter's, task family's, encoding's, claim's or report format's parameters")
@@ -745,6 +790,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `compbench` console script."""
     try:
         args = build_parser().parse_args(argv)
+        args.command_line = shlex.join(["compbench", *(sys.argv[1:] if argv is None else argv)])  # the runs table's
         _apply_limits(args)
         from compbench.runner.memory import keep_freed_memory
 
@@ -772,6 +818,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the chosen command; exit codes for the errors every command can meet."""
     from compbench.check import BaselineError
+    from compbench.compare.sides import CompareError
     from compbench.files import OutputError
     from compbench.runner.device import DeviceUnavailableError
     from compbench.report.publish import ReportFormatError
@@ -789,7 +836,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 print(f"error: {issue}", file=sys.stderr)
             return EXIT_USAGE
         except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError,
-                OutputError) as exc:
+                OutputError, CompareError) as exc:
             _err(str(exc))
             return EXIT_USAGE
         except KeyboardInterrupt:  # outside a run's own handling (e.g. while writing the report)

@@ -190,7 +190,7 @@ def test_store_of_another_schema_version_is_refused(tmp_path):
               tmp_path, device="cpu", progress=False)
     with sqlite3.connect(tmp_path / "store" / "records.sqlite") as db:
         db.execute("UPDATE meta SET value = '0' WHERE name = 'schema_version'")
-    with pytest.raises(StoreSchemaError, match="store schema version 0 != 1"):
+    with pytest.raises(StoreSchemaError, match="store schema version 0 != 2"):
         ResultStore(tmp_path / "store").latest()
 
 

@@ -112,7 +112,7 @@ def test_concurrent_force_run_recomputes_in_the_same_file_and_loses_nothing(tmp_
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     assert store_path(out).stat().st_ino == inode  # the same file throughout: nothing was deleted
-    rows = query(out, "SELECT key, created FROM records")
+    rows = query(out, "SELECT key, created FROM records WHERE superseded = 0")
     assert sorted(k for k, _ in rows) == sorted(suite_keys(SLOW, out))  # every cell, each exactly once
     created = dict(rows)
     assert all(created[k] >= started for k in before)  # --force recomputed what was stored before it began
@@ -161,7 +161,8 @@ def test_force_on_one_model_recomputes_only_its_cells(tmp_path, capsys):
     # command that only runs cells.
     y_cells = ["baseline", "record", "--suite", str(y), "--results", out, "--quiet", "--out", str(tmp_path / "y.json")]
     assert main(y_cells) == 0
-    sql = "SELECT id, created, json_extract(record, '$.model') FROM records ORDER BY id"
+    # the current rows (a replaced row is kept, marked superseded: issue #37)
+    sql = "SELECT id, created, json_extract(record, '$.model') FROM records WHERE superseded = 0 ORDER BY id"
     before = query(Path(out), sql)
     assert {m for *_, m in before} == {"a", "b", "c"}
     capsys.readouterr()
@@ -171,6 +172,8 @@ def test_force_on_one_model_recomputes_only_its_cells(tmp_path, capsys):
     assert [r for r in after if r[2] != "a"] == [r for r in before if r[2] != "a"]  # untouched rows, same ids
     old_a, new_a = [r for r in before if r[2] == "a"], [r for r in after if r[2] == "a"]
     assert len(new_a) == len(old_a) and min(r[0] for r in new_a) > max(r[0] for r in before)  # replaced, not added
+    kept = query(Path(out), "SELECT id FROM records WHERE superseded = 1 ORDER BY id")
+    assert [r[0] for r in kept] == [r[0] for r in old_a]  # the replaced rows are kept, marked superseded
     for command in (["run", "--suite", str(x), "--out", out, "--quiet", "--format", "md"], y_cells):
         assert main(command) == 0
         assert ": 0 cells run" in capsys.readouterr().out  # everything else is still served from the cache

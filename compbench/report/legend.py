@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,10 @@ def run_date(out_dir: Path) -> str:
 
 def git_commit() -> str | None:
     """The short commit of the checkout compbench runs from; None when it is not a git checkout."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+    from compbench.provenance import head_sha
+
+    sha = head_sha(Path(__file__).resolve().parent)
+    return sha[:7] if sha else None
 
 
 def run_facts(ctx: Any) -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from compbench.codehash import NOT_RESULT_CODE, _source_hash, code_closure
 from compbench.encodings import Encoded, encode
 from compbench.suite import LoadedSuite, ModelSpec, TaskEntry
-from compbench.store import SCHEMA_VERSION, cell_key
+from compbench.store import KEY_SCHEMA, cell_key
 from compbench.tasks import TaskData, make_task
 
 
@@ -192,7 +192,7 @@ class _KeyMaker:
             self.tasks[(model.adapter, task.id)] = dump(definition["task"])
         task_text = self.tasks[(model.adapter, task.id)]
         head = (f'{{"adapter": {adapter}, "device": {self.device}, "params": {params}, '
-                f'"schema": {SCHEMA_VERSION}, "seed": ')
+                f'"schema": {KEY_SCHEMA}, "seed": ')
         tail = f', "task": {task_text}}}'
         return tuple(hashlib.sha256(f"{head}{json.dumps(seed)}{tail}".encode()).hexdigest()[:20] for seed in seeds)
 

@@ -8,7 +8,9 @@ from contextlib import AbstractContextManager, closing, nullcontext
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from compbench.provenance import run_provenance
 from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
@@ -44,6 +46,7 @@ class RunSummary:
     failed_cell: str | None = None  # with fail_fast: the failed cell the run stopped at ("model on task seed s: message")
     per_job: list[list[CellRecord] | None] = field(default_factory=list)  # each job's records (None: not reached)
     threads: int | None = None  # torch threads per process that trains (None: torch's default, --threads 0)
+    run_id: str | None = None  # the store's `runs` row of this run (ResultStore.begin_run)
 
 
 class SuiteRunner:
@@ -278,6 +281,27 @@ def _execute(
         yield i, recs, False
 
 
+def _run_end(summary: RunSummary, jobs: list[Job], results: list[list[CellRecord] | None]) -> dict[str, Any]:
+    """What a run's `runs` row records at its end: the cells it reported, by key and by the names it gave them."""
+    cells = [[r.key, job.model.id, job.task.entry.id, r.seed, job.model.group]
+             for job, recs in zip(jobs, results) for r in recs or ()]
+    return {"cells": cells, "n_run": summary.n_run, "n_cached": summary.n_cached,
+            "interrupted": summary.interrupted or summary.failed_cell is not None, "partial": summary.partial}
+
+
+def record_verdicts(out_dir: Path, summary: RunSummary, verdicts: list[Any]) -> None:
+    """Add the run's expectation verdicts (judged after it, by compbench.outcome) to its `runs` row."""
+    if summary.run_id is None:
+        return
+    store = ResultStore(Path(out_dir) / "store")
+    try:
+        store.end_run(summary.run_id, {"verdicts": [
+            {"expectation": v.expectation, "claim": v.claim, "subject": v.subject, "task": v.task, "status": v.status,
+             "measured": v.measured, "threshold": v.threshold} for v in verdicts]})
+    finally:
+        store.close()
+
+
 def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_patterns: list[str] | None = None) -> LoadedSuite:
     """The suite narrowed to the models and tasks whose ids match the patterns (globs; None or [] keeps all).
 
@@ -310,6 +334,8 @@ def run_suite(
     gpus_per_job: float = 0.25,
     cell_timeout: float | None = None,
     threads: int | None = None,
+    command: str | None = None,
+    profile: str | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
 
@@ -319,6 +345,7 @@ def run_suite(
     `threads`: torch's intra-op threads in each process that trains (None: compbench's policy, one per
     process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
     when the run ends.
+    `command`, `profile`: what the store's `runs` row records as the command (default: this call) and profile.
     """
     start = time.perf_counter()
     if executor not in ("local", "process", "ray"):
@@ -333,6 +360,8 @@ def run_suite(
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
                          partial=bool(model_patterns or task_patterns), threads=plan.intra)
+    summary.run_id = runner.store.begin_run(loaded.name, profile, run_provenance(
+        loaded, command or f"compbench.run_suite({loaded.name!r})", plan.intra, runner.device))
     results: list[list[CellRecord] | None] = [None] * len(runner.jobs)
     todo: list[int] = []
     with Progress(runner.jobs, loaded.name, enabled=progress, verbose=verbose) as bar:
@@ -372,6 +401,7 @@ def run_suite(
                 stop_children(keep=children_before)  # the pool's workers, not the caller's processes
             try:
                 summary.n_rescored = runner.flush_rescored()
+                runner.store.end_run(summary.run_id, _run_end(summary, runner.jobs, results))
             finally:
                 runner.close()
     if not summary.interrupted:

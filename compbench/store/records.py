@@ -12,19 +12,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import socket
 import sqlite3
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 
-SCHEMA_VERSION = 1  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
+SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
+# Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
+# is and migrated, keeping every row, when first written to.
+READABLE_LAYOUTS = (1, 2)
+# The cache key's own version: not the layout's, so a layout change leaves every stored cell reusable.
+KEY_SCHEMA = 1
 STORE_FILE = "records.sqlite"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CLAIM_TTL = 3600.0  # a claim whose process cannot be probed (another host, no start time) is trusted this long
@@ -32,12 +39,32 @@ CLAIM_TTL = 3600.0  # a claim whose process cannot be probed (another host, no s
 _TABLES = {
     "meta": "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
     "records": "CREATE TABLE IF NOT EXISTS records (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL,"
-               " suite TEXT, status TEXT, created REAL, record TEXT NOT NULL)",
+               " suite TEXT, status TEXT, created REAL, record TEXT NOT NULL, run TEXT,"
+               " superseded INTEGER NOT NULL DEFAULT 0)",
     "claims": "CREATE TABLE IF NOT EXISTS claims (job TEXT PRIMARY KEY, owner TEXT, created REAL)",
+    "runs": "CREATE TABLE IF NOT EXISTS runs (id TEXT PRIMARY KEY, started REAL, ended REAL, suite TEXT, profile TEXT,"
+            " last_row INTEGER, info TEXT NOT NULL)",
 }
+# What layout 1 lacks: the run that stored a row, and whether a newer row of its key replaced it.
+_V2_COLUMNS = (("run", "TEXT"), ("superseded", "INTEGER NOT NULL DEFAULT 0"))
 _COLUMNS = {"meta": {"name", "value"}, "records": {"id", "key", "suite", "status", "created", "record"},
-            "claims": {"job", "owner", "created"}}
+            "claims": {"job", "owner", "created"},
+            "runs": {"id", "started", "ended", "suite", "profile", "last_row", "info"}}
 _ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One recorded run: its id, when it started and ended, its suite and profile, and its facts (provenance,
+    cells asked for, counts, verdicts) as `info`."""
+
+    id: str
+    started: float
+    ended: float | None
+    suite: str | None
+    profile: str | None
+    last_row: int | None  # the newest record row when it ended: what it reported is as of then
+    info: dict[str, Any]
 
 
 class StoreError(RuntimeError):
@@ -112,7 +139,7 @@ def claim_is_live(owner: str, created: float, now: float | None = None) -> bool:
 
 def cell_key(definition: dict[str, Any]) -> str:
     """A stable hash of everything that determines a cell's result."""
-    blob = json.dumps({"schema": SCHEMA_VERSION, **definition}, sort_keys=True, default=str)
+    blob = json.dumps({"schema": KEY_SCHEMA, **definition}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
@@ -189,6 +216,8 @@ class ResultStore:
         self._identity: tuple[int, int] | None = None
         self._damaged: dict[str, str] = {}  # key → why its newest stored row cannot be read
         self._warned: set[str] = set()
+        self._layout = SCHEMA_VERSION  # the open file's layout (READABLE_LAYOUTS), set by _open
+        self.run_id: str | None = None  # the run whose records `append` stores (begin_run), None outside one
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -255,7 +284,7 @@ class ResultStore:
             row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
             if row is None or not str(row[0]).isdigit():
                 raise self._refuse("another schema: no schema version in its meta table")
-            if int(row[0]) != SCHEMA_VERSION:
+            if int(row[0]) not in READABLE_LAYOUTS:
                 raise StoreSchemaError(
                     f"{self.path}: store schema version {row[0]} != {SCHEMA_VERSION} of this compbench; "
                     f"{_ADVICE.format(path=self.path)}"
@@ -265,6 +294,7 @@ class ResultStore:
                 problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
                 if problems != ["ok"]:
                     raise self._refuse(f"the compbench store is corrupt ({'; '.join(problems)})")
+            self._layout = int(row[0])
         elif not create:
             return False  # an empty file: nothing stored yet, and a reader does not create tables
         if create and (not {"meta", "records", "claims"} <= tables):
@@ -278,10 +308,39 @@ class ResultStore:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+            if not tables:
+                self._layout = SCHEMA_VERSION
+        if create and self._layout < SCHEMA_VERSION:
+            self._migrate(db)
         if create and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
         return True
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        """Layout 1 → 2 in one transaction, keeping every row: the run and superseded columns, the runs table."""
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            if int(version) < SCHEMA_VERSION:  # another process may have migrated it since this one looked
+                columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
+                for name, declaration in _V2_COLUMNS:
+                    if name not in columns:
+                        db.execute(f"ALTER TABLE records ADD COLUMN {name} {declaration}")
+                db.execute(_TABLES["runs"])
+                # Layout 1 deleted a key's older rows as it stored a newer one: at most one row per key is current.
+                db.execute("UPDATE records SET superseded = 1 WHERE id NOT IN (SELECT MAX(id) FROM records GROUP BY key)")
+                db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        self._layout = SCHEMA_VERSION
+
+    @property
+    def _current(self) -> str:
+        """The SQL condition of the rows every reader uses: the current one of each key (layout 1 kept no others)."""
+        return "superseded = 0" if self._layout >= 2 else "1"
 
     def _check_same_file(self) -> None:
         """Raise StoreGoneError if the path no longer names the file this connection writes to."""
@@ -309,6 +368,8 @@ class ResultStore:
                 # earlier write left its transaction open: end it, or this BEGIN fails and, at close,
                 # the claims this process holds would not be released.
                 db.execute("ROLLBACK")
+            if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
+                self._migrate(db)
             db.execute("BEGIN IMMEDIATE")
             try:
                 self._check_same_file()
@@ -339,7 +400,7 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return
-            yield from self._rows(db.execute("SELECT key, record FROM records ORDER BY id"))
+            yield from self._rows(db.execute(f"SELECT key, record FROM records WHERE {self._current} ORDER BY id"))
 
     def _rows(self, rows: Any) -> Iterator[CellRecord]:
         """The records of (key, record) rows; a damaged one is skipped and remembered by its key."""
@@ -376,7 +437,7 @@ class ResultStore:
             if db is None or not keys:
                 return {}
             marks = ",".join("?" * len(keys))
-            sql = f"SELECT key, record FROM records WHERE key IN ({marks})"
+            sql = f"SELECT key, record FROM records WHERE {self._current} AND key IN ({marks})"
             args: list[Any] = list(keys)
             if since is not None:
                 sql += " AND created >= ?"
@@ -426,15 +487,74 @@ class ResultStore:
             return [] if db is None else [tuple(r) for r in db.execute("SELECT job, owner, created FROM claims")]
 
     def append(self, records: list[CellRecord]) -> None:
-        """Store one finished job's records in a single transaction, replacing older records of the same keys."""
+        """Store one finished job's records in a single transaction; older records of the same keys are kept, superseded."""
         rows = [
-            (r.key, r.suite, r.status.value, time.time(), json.dumps(r.to_dict(), default=_jsonable))
+            (r.key, r.suite, r.status.value, time.time(), json.dumps(r.to_dict(), default=_jsonable), self.run_id)
             for r in as_records(records)
         ]
         keys = sorted({r[0] for r in rows})
         with self._write() as db:  # one transaction: all of the job's records or none
-            db.execute(f"DELETE FROM records WHERE key IN ({','.join('?' * len(keys))})", keys)
-            db.executemany("INSERT INTO records (key, suite, status, created, record) VALUES (?, ?, ?, ?, ?)", rows)
+            db.execute(f"UPDATE records SET superseded = 1 WHERE superseded = 0 AND key IN ({','.join('?' * len(keys))})",
+                       keys)
+            db.executemany("INSERT INTO records (key, suite, status, created, record, run) VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    # -- runs: one row per `run` / `evaluate`, its provenance, and the cells it reported -----------------
+
+    def begin_run(self, suite: str, profile: str | None, info: dict[str, Any]) -> str:
+        """Record a run's start (its provenance in `info`); its id, which `append` then stores with each record."""
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+        with self._write() as db:
+            db.execute("INSERT INTO runs (id, started, suite, profile, info) VALUES (?, ?, ?, ?, ?)",
+                       (run_id, time.time(), suite, profile, json.dumps(info, default=str)))
+        self.run_id = run_id
+        return run_id
+
+    def end_run(self, run_id: str, info: dict[str, Any]) -> None:
+        """Record a run's end: `info` is merged into what its start recorded; the newest row it saw is remembered."""
+        with self._write() as db:
+            row = db.execute("SELECT info FROM runs WHERE id = ?", (run_id,)).fetchone()
+            if row is None:
+                return
+            merged = {**json.loads(row[0]), **info}
+            (last,) = db.execute("SELECT MAX(id) FROM records").fetchone()
+            # the first call ends it; later ones (its verdicts, judged after it) only add facts
+            db.execute("UPDATE runs SET ended = COALESCE(ended, ?), last_row = COALESCE(last_row, ?), info = ? WHERE id = ?",
+                       (time.time(), last, json.dumps(merged, default=str), run_id))
+
+    def runs(self) -> list[StoredRun]:
+        """Every run the store recorded, oldest first ([] for a store written before runs were recorded)."""
+        with self._errors():
+            db = self._connect(create=False)
+            if db is None or self._layout < 2:
+                return []
+            out = []
+            for run_id, started, ended, suite, profile, last_row, info in db.execute(
+                    "SELECT id, started, ended, suite, profile, last_row, info FROM runs ORDER BY started, id"):
+                try:
+                    facts = json.loads(info)
+                except ValueError:
+                    facts = {}
+                out.append(StoredRun(run_id, started, ended, suite, profile, last_row,
+                                     facts if isinstance(facts, dict) else {}))
+            return out
+
+    def run_records(self, run: StoredRun) -> list[CellRecord]:
+        """The records a run reported: for each cell it asked for, the newest row stored by the time it ended
+        (superseded since or not), under the names that run gave it."""
+        cells = [c for c in run.info.get("cells", []) if isinstance(c, list) and len(c) == 5]
+        last = run.last_row if run.last_row is not None else 2**62
+        found: dict[str, CellRecord] = {}
+        with self._errors():
+            db = self._connect(create=False)
+            if db is None:
+                return []
+            keys = sorted({str(c[0]) for c in cells})
+            for i in range(0, len(keys), 900):  # below SQLite's limit on bound variables
+                chunk = keys[i:i + 900]
+                sql = f"SELECT key, record FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
+                found.update({r.key: r for r in self._rows(db.execute(sql, [last, *chunk]))})
+        return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
+                for key, model, task, _seed, group in cells if key in found]
 
     def close(self) -> None:
         """Close the database connection."""
