@@ -109,6 +109,8 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
             if K_tt is not None:
                 shared = (K_tt, adapter.kernel(enc.evaluate, enc.train))
                 shared_problems = [ContractBreak(p.name, f"kernel(): {p.message}") for p in check_kernels(shared, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)]
+        stage = "seed variance"
+        theory_variance = _seed_variance(adapter, job, shared, options) if shared is not None and not shared_problems else None
     except InvalidModelError as exc:
         return failed_records(job, device, str(exc), status="skipped" if job.model.skip_invalid else "error",
                               wall_time=time.perf_counter() - start)
@@ -137,7 +139,8 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
             where = ["theory solve"]  # _score moves it on, so a failure says which step raised
             try:
                 scored = _score(job, fit, shared, options, kernel_name, enc, where, shared_factor)
-                rec = CellRecord(**base, **scored, status=Status.OK, wall_time=train_wall + time.perf_counter() - t0)
+                rec = CellRecord(**base, **scored, theory_variance=theory_variance, status=Status.OK,
+                                 wall_time=train_wall + time.perf_counter() - t0)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 — a theory solve or scoring failure is this seed's error
@@ -145,6 +148,32 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
                                  wall_time=train_wall + time.perf_counter() - t0)
         records.append(rec)
     return records
+
+
+def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any]) -> list[float | None] | None:
+    """The across-seed variance of each held-out cell's prediction the NTK-GP predicts (compbench.theory.seed_variance).
+
+    Only for a min-norm theory on the adapter's own shared kernel with an `init_kernel` (the NNGP of a random f₀):
+    None otherwise, and beyond SEED_VARIANCE_SAMPLES evaluation samples (its covariance is n × n).
+    """
+    from compbench.adapters.base import kernel_outputs
+    from compbench.limits import SEED_VARIANCE_SAMPLES
+    from compbench.theory.regression import solves_min_norm
+    from compbench.theory.seed_variance import cell_mean_variance, ntk_gp_covariance
+
+    enc, data = job.task.encoded, job.task.data
+    if not solves_min_norm(options["objective"], options.get("ridge", 0)) or len(enc.evaluate) > SEED_VARIANCE_SAMPLES:
+        return None
+    if kernel_outputs(shared, len(enc.train)) != 1:  # a full (n·K)² kernel: no output-shared NNGP to pair it with
+        return None
+    nngp_train = adapter.init_kernel(enc.train, enc.train)
+    if nngp_train is None:
+        return None
+    cov = ntk_gp_covariance(shared[0], shared[1], nngp_train, adapter.init_kernel(enc.evaluate, enc.train),
+                            adapter.init_kernel(enc.evaluate, enc.evaluate))
+    var = cell_mean_variance(cov, enc.evaluate.cell_ids, len(data.cells))
+    test = np.asarray(data.test_mask, dtype=bool)
+    return [float(v) if held and np.isfinite(v) else None for v, held in zip(var, test)]
 
 
 class _SharedFactor:
