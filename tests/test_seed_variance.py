@@ -71,3 +71,55 @@ def test_lazy_mlp_ensemble_spread_matches_the_ntk_gp() -> None:
     np.testing.assert_allclose(measured / predicted, 1.0, atol=TOL)
     # and training reduces it: the held-out spread is below f₀'s
     assert predicted.max() < np.diag(nngp_ee)[test].min()
+
+
+def _verdicts(tmp_path, *extra: str) -> tuple[int, "object"]:
+    import pandas as pd
+
+    from compbench.cli import main
+    from tiny_suites import SEED_SPREAD
+
+    suite = tmp_path / "seed-spread.yaml"
+    suite.write_text(SEED_SPREAD)
+    out = tmp_path / "out"
+    code = main(["run", "--suite", str(suite), "--out", str(out), "--quiet", *extra])
+    return code, pd.read_csv(out / "expectations.csv").set_index("subject")
+
+
+def test_seed_var_ratio_claim_through_the_cli(tmp_path) -> None:
+    """The uncentred lazy MLP's spread is its NTK-GP's; a rich one's is not; a centred one's theory predicts none."""
+    code, v = _verdicts(tmp_path)
+    assert code == 1  # the rich and the centred networks fail
+    assert v.loc["lazy", "verdict"] == "PASS"
+    assert abs(v.loc["lazy", "measured"] - 1.0) <= 0.45
+    assert v.loc["rich", "verdict"] == "FAIL" and v.loc["rich", "measured"] > 1e3  # its theory's f₀ is 1e-3 small
+    assert v.loc["lazy-centred", "verdict"] == "FAIL" and math.isnan(v.loc["lazy-centred", "measured"])
+    assert "theory predicts no spread over seeds" in v.loc["lazy-centred", "detail"]
+    # no closed form (empirical NTKs): the spread of the seeds' own theories is the prediction, and it holds too
+    assert v.loc["lazy-empirical", "verdict"] == "PASS"
+
+
+def test_seed_var_ratio_needs_two_seeds(tmp_path) -> None:
+    """One seed has no variance: the claim says so instead of measuring 0."""
+    code, v = _verdicts(tmp_path, "--seeds", "1", "--model", "lazy")
+    assert code == 1
+    assert math.isnan(v.loc["lazy", "measured"])
+    assert "1 seed: a variance over seeds needs 2 or more" in v.loc["lazy", "detail"]
+
+
+def test_records_keep_the_predicted_variance(tmp_path) -> None:
+    """The predicted variance is stored with each seed (held-out cells only) and read back from the store."""
+    from compbench.scoring.seed_spread import seed_spread
+    from compbench.store.records import ResultStore
+
+    _verdicts(tmp_path, "--seeds", "3", "--model", "lazy")
+    store = ResultStore(tmp_path / "out" / "store")
+    store.open()
+    records = list(store)
+    assert len(records) == 3
+    tv = records[0].theory_variance
+    assert tv is not None and all(r.theory_variance == tv for r in records)
+    assert sum(v is not None for v in tv) == records[0].n_test  # held-out cells only
+    assert all(v > 0 for v in tv if v is not None)
+    s = seed_spread(records)
+    assert s.source == "NTK-GP" and s.n_seeds == 3 and s.predicted == pytest.approx(np.mean([v for v in tv if v is not None]))
