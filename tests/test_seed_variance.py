@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from compbench.theory.seed_variance import cell_mean_variance, ntk_gp_covariance
+from compbench.theory.seed_variance import cell_mean_covariance, ntk_gp_covariance, r2_sd
 
 N_SEEDS = 200
 # A variance estimated from N samples of a Gaussian has relative standard error √(2/(N − 1)) (0.100 for 200);
@@ -38,10 +38,26 @@ def test_gp_posterior_when_ntk_is_nngp() -> None:
     np.testing.assert_allclose(np.diag(cov)[tr], 0.0, atol=1e-10)
 
 
-def test_cell_mean_variance_averages_the_block() -> None:
-    """A cell of several samples: the variance of their mean is the mean of their covariance block."""
-    cov = np.array([[2.0, 1.0, 0.0], [1.0, 4.0, 0.0], [0.0, 0.0, 3.0]])
-    np.testing.assert_allclose(cell_mean_variance(cov, np.array([0, 0, 1]), 2), [(2 + 4 + 2) / 4, 3.0])
+def test_cell_mean_covariance_averages_the_blocks() -> None:
+    """A cell of several samples: the covariance of their means is the mean of the covariance blocks."""
+    cov = np.array([[2.0, 1.0, 0.5], [1.0, 4.0, 1.5], [0.5, 1.5, 3.0]])
+    np.testing.assert_allclose(cell_mean_covariance(cov, np.array([0, 0, 1]), 2), [[(2 + 4 + 2) / 4, 1.0], [1.0, 3.0]])
+
+
+def test_r2_sd_against_sampling() -> None:
+    """The closed-form spread of R² under Gaussian prediction noise, against 20,000 draws.
+
+    An sd from 20,000 draws has relative SE 0.5% for a Gaussian variable; R² is a shifted χ²-like one (heavier
+    tail), so 3%."""
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(6, 6))
+    C = 0.05 * z @ z.T / 6
+    y = np.linspace(-2, 2, 6)
+    mu = 0.8 * y
+    draws = rng.multivariate_normal(mu, C, size=20_000)
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1 - ((draws - y) ** 2).sum(axis=1) / ss_tot
+    assert r2.std(ddof=1) == pytest.approx(r2_sd(C, y - mu, ss_tot), rel=0.03)
 
 
 def test_lazy_mlp_ensemble_spread_matches_the_ntk_gp() -> None:
@@ -123,3 +139,63 @@ def test_records_keep_the_predicted_variance(tmp_path) -> None:
     assert all(v > 0 for v in tv if v is not None)
     s = seed_spread(records)
     assert s.source == "NTK-GP" and s.n_seeds == 3 and s.predicted == pytest.approx(np.mean([v for v in tv if v is not None]))
+
+
+def _lazy_only(tmp_path):
+    from tiny_suites import SEED_SPREAD
+
+    suite = tmp_path / "lazy.yaml"
+    suite.write_text(SEED_SPREAD.split("expectations:")[0])  # check also judges the suite's claims: none here
+    return suite
+
+
+def _record(tmp_path, suite) -> tuple[object, dict]:
+    import json
+
+    from compbench.cli import main
+
+    base = tmp_path / "base.json"
+    assert main(["baseline", "record", "--suite", str(suite), "--results", str(tmp_path / "res"), "--model", "lazy",
+                 "--seeds", "2", "--out", str(base), "-q"]) == 0
+    return base, json.loads(base.read_text())
+
+
+def test_check_floors_a_lazy_cells_seed_noise_by_its_theory(tmp_path, capsys) -> None:
+    """Two seeds against two others: their sample sds (0.012 and 0.018) would call a 0.073 drop in held-out R² a
+    regression (tolerance 0.032); the NTK-GP's sd of R² (0.067, measured 0.052 over 40 seeds) says it is seed noise."""
+    import json
+
+    from compbench.cli import main
+
+    suite = _lazy_only(tmp_path)
+    base, doc = _record(tmp_path, suite)
+    dist = doc["cells"]["lazy/add"]["metrics"]["heldout_r2"]
+    assert dist["theory_std"] == pytest.approx(0.067, abs=0.001)
+    argv = ["check", "--suite", str(suite), "--results", str(tmp_path / "res"), "--model", "lazy", "--seeds", "2",
+            "--seed-start", "38", "--baseline", str(base), "-v"]
+    assert main(argv) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "heldout_r2" in line and "lazy/add" in line)
+    assert "ok" in row and "REGRESSED" not in row
+    # the floor widens the tolerance to 2.5·√(2·0.067²/2) = 0.167, no further: a drop beyond it still fails
+    # (a baseline at 0.995: the same seeds 38, 39 then fall by 0.18)
+    dist.update(mean=0.995, std=0.0, values=[0.995, 0.995])
+    base.write_text(json.dumps(doc))
+    assert main(argv) == 1
+    assert "REGRESSED" in capsys.readouterr().out
+
+
+def test_check_refuses_a_negative_theory_std(tmp_path, capsys) -> None:
+    """A hand-edited baseline whose theory_std no run could record is bad input: one line, exit 2."""
+    import json
+
+    from compbench.cli import main
+
+    suite = _lazy_only(tmp_path)
+    base, doc = _record(tmp_path, suite)
+    doc["cells"]["lazy/add"]["metrics"]["heldout_r2"]["theory_std"] = -1.0
+    base.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["check", "--suite", str(suite), "--results", str(tmp_path / "res"), "--model", "lazy", "--seeds", "2",
+                 "--baseline", str(base)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("compbench: ") and "theory_std must be a finite number ≥ 0" in err and "Traceback" not in err

@@ -91,6 +91,9 @@ class CellRecord:
     # The across-seed variance of each cell's prediction its theory predicts (NTK-GP; None where the cell
     # is not held out, the whole field None where the model's theory predicts no spread).
     theory_variance: list[float | None] | None = None
+    # The standard deviation over seeds of a held-out score its theory predicts, by metric (heldout_r2): `check`'s
+    # noise floor for the cell.
+    theory_sd: dict[str, float] = field(default_factory=dict)
     theory_kernel: str | None = None
     theory_objective: str | None = None
     theory_note: str | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ntk_gp_covariance", "cell_mean_variance"]
+__all__ = ["cell_mean_covariance", "ntk_gp_covariance", "r2_sd"]
 
 
 def ntk_gp_covariance(
@@ -44,14 +44,23 @@ def ntk_gp_covariance(
     return (cov + cov.T) / 2
 
 
-def cell_mean_variance(cov: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarray:
-    """The variance of each cell's mean prediction over its samples (NaN for a cell without samples)."""
+def cell_mean_covariance(cov: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarray:
+    """The covariance (n_cells × n_cells) of the cells' mean predictions over their samples (NaN for a cell without any)."""
     ids = np.asarray(cell_ids, dtype=np.int64)
     counts = np.bincount(ids, minlength=n_cells).astype(np.float64)
-    # Σ_{i,j ∈ c} Cov_ij: the rows summed per cell, then the columns
-    rows = np.zeros((n_cells, cov.shape[1]))
-    np.add.at(rows, ids, cov)
-    block = np.zeros(n_cells)
-    np.add.at(block, ids, rows[ids, np.arange(len(ids))])
+    member = np.zeros((n_cells, len(ids)))
+    member[ids, np.arange(len(ids))] = 1.0
     with np.errstate(invalid="ignore", divide="ignore"):
-        return block / counts**2
+        member /= counts[:, None]
+    return member @ cov @ member.T
+
+
+def r2_sd(cov: np.ndarray, residual: np.ndarray, ss_tot: float) -> float:
+    """The standard deviation over seeds of R² = 1 − Σ(f − y)²/ss_tot when f − y ~ N(−residual, cov).
+
+    For Gaussian ε, Var(Σ(ε − r)²) = 2 tr(C²) + 4 rᵀCr (the odd moments vanish).
+    """
+    C = np.asarray(cov, dtype=np.float64)
+    r = np.asarray(residual, dtype=np.float64)
+    var = 2.0 * float(np.sum(C * C)) + 4.0 * float(r @ C @ r)
+    return float(np.sqrt(max(var, 0.0)) / ss_tot) if ss_tot > 0 else float("nan")
