@@ -21,6 +21,10 @@ YAML_ALIASES = 1000
 YAML_EXPANDED_NODES = 200_000  # nodes the document would have with every alias expanded
 YAML_NESTING = 64  # lists and mappings inside each other
 
+# Evaluation samples up to which a lazy model's seed-variance theory is computed: it needs their
+# (n × n) NNGP and covariance (8,192: 0.5 GiB each). Beyond, the records carry no predicted spread.
+SEED_VARIANCE_SAMPLES = 8192
+
 
 @dataclass(frozen=True)
 class Limits:

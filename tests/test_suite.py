@@ -54,7 +54,7 @@ def test_bundled_kernel_limits_suite_is_valid():
     assert {"kernel-relu", "mlp-lazy", "mlp-rich", "cd-svm", "cd-minnorm"} <= groups
     assert sum(m.group == "cd-svm" for m in loaded.models) == 2500
     claims = {e.claim for e in loaded.suite.expectations}
-    assert claims == {"matches_kernel", "at_chance", "beats_kernel", "additive", "slope_below_one", "near_theory", "ordered"}
+    assert claims == {"matches_kernel", "at_chance", "beats_kernel", "additive", "slope_below_one", "near_theory", "ordered", "near"}
     assert all(e.source is not None for e in loaded.suite.expectations)
 
 

@@ -42,3 +42,24 @@ def kernel_suite(name: str, *claims: str, seeds: int = 1, relu: bool = True) -> 
                       "  - {id: add, family: additive, params: {anchors: [[4], [4]]}}",
                       "  - {id: te, family: transitive_equivalence}", "models:", *models, "expectations:",
                       *(f"  - {_CLAIMS[c]}" for c in claims)]) + "\n"
+
+# Seed spread against the NTK-GP (seed_var_ratio): symbolic addition on values in [−1, 1] (small targets keep the
+# finite-width NTK part of the spread, ∝ y²/H, small at H = 512), 40 seeds; an uncentred lazy MLP (its theory
+# predicts the spread), a centred one (its theory predicts none), a rich one (it leaves its theory), and an uncentred
+# one whose theory is each seed's empirical NTK from its own f₀ (the spread of those theories is the prediction).
+# Tolerance 0.45 = 2 relative standard errors of a variance from 40 seeds, 2·√(2/39).
+SEED_SPREAD = """\
+name: seed-spread
+seeds: 40
+tasks:
+  - {id: add, family: additive, params: {values: [[-1, -0.5, 0, 0.5, 1], [-1, -0.5, 0, 0.5, 1]], anchors: [[2], [2]]}}
+models:
+  - {id: lazy, adapter: mlp, params: {width: 512, init_scale: 1.0, lr: 0.02, max_steps: 5000, loss_tol: 1.0e-5}}
+  - {id: lazy-centred, adapter: mlp, params: {width: 512, init_scale: 1.0, lr: 0.02, max_steps: 5000, loss_tol: 1.0e-5, center: true}}
+  - {id: rich, adapter: mlp, params: {width: 512, init_scale: 1.0e-3, lr: 0.1, max_steps: 5000, loss_tol: 1.0e-4}}
+  - {id: lazy-empirical, adapter: mlp, params: {width: 512, init_scale: 1.0, lr: 0.02, max_steps: 5000, loss_tol: 1.0e-5,
+     theory: empirical}}
+expectations:
+  - {id: spread, source: {paper: compbench, threshold: a test fixture}, claim: near, metric: seed_var_ratio, target: 1.0,
+     tolerance: 0.45, models: ["*"], tasks: [add]}
+"""

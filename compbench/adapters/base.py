@@ -204,6 +204,14 @@ class Adapter:
         """The model's kernel between two batches (len(a) × len(b)) for the theory engine, or None."""
         return None
 
+    def init_kernel(self, a: Batch, b: Batch) -> np.ndarray | None:
+        """The covariance over seeds of the untrained model's output between two batches (its NNGP), or None.
+
+        With `kernel()` it gives the seed-to-seed spread a lazy model's theory predicts
+        (compbench.theory.seed_variance); None where the model has no closed form (or no random f₀).
+        """
+        return None
+
     def theory_options(self) -> dict[str, Any]:
         """The kernel machine the model's training corresponds to: objective, ridge, C, ..."""
         return {"objective": "min_norm"}

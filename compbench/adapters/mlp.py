@@ -177,6 +177,19 @@ class MLPAdapter(Adapter):
         )
         return ntk
 
+    def init_kernel(self, a: Batch, b: Batch) -> np.ndarray | None:
+        """The large-width NNGP of f₀ (every output's; None when centred: f₀ is subtracted, or theory is empirical)."""
+        p = self.params
+        if p.center or p.theory == "empirical":
+            return None
+        from compbench.theory import standard_mlp_ntk
+
+        _, nngp = standard_mlp_ntk(
+            a.x.reshape(len(a), -1), b.x.reshape(len(b), -1),
+            width=p.width, depth=p.depth, init_scale=p.init_scale, bias=p.bias,
+        )
+        return nngp
+
     def theory_options(self) -> dict[str, Any]:
         """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross-entropy → min-norm
         regression of the one-hot targets (the prediction for the MSE-on-one-hot network)."""

@@ -207,6 +207,8 @@ def _distribution_problem(metric: str, d: Any) -> str | None:
     if not 0 <= std <= limit * (1 + 1e-9) + 1e-12:
         return (f"std {std!r} is impossible for {n} seed(s) of {metric} (in [{low:g}, {high:g}]) with mean {mean:.6g}: "
                 f"at most {limit:.6g}")
+    if "theory_std" in d and not (_finite(d["theory_std"]) and d["theory_std"] >= 0):
+        return f"theory_std must be a finite number ≥ 0, got {_short(d['theory_std'])}"
     values = d.get("values")
     if values is not None:
         if not (isinstance(values, list) and len(values) == n and all(_finite(v) for v in values)):
@@ -282,6 +284,10 @@ def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str
                     entry.setdefault("not_applicable", {})[metric] = "; ".join(na)
                 elif any(metric in r.metrics for r in ok):
                     entry["metrics"][metric] = _dist([r.metric(metric) for r in ok])
+                    predicted = {r.theory_sd.get(metric) for r in ok}
+                    if len(predicted) == 1 and _finite(sd := predicted.pop()):
+                        # the spread its theory predicts (a lazy network's NTK-GP): compare's noise floor
+                        entry["metrics"][metric]["theory_std"] = float(sd)
         out[cell] = entry
     return out
 

@@ -58,6 +58,13 @@ def _seeds(entry: dict[str, Any]) -> tuple[str, int]:
     return "seeds", max((int(d["n"]) for d in entry["metrics"].values()), default=0)
 
 
+def _noise(d: dict[str, Any], other: dict[str, Any]) -> float:
+    """A distribution's seed sd for the tolerance: the measured one, floored by the sd its theory predicts (either
+    side's): a lazy network's NTK-GP knows its seed noise, which a few seeds' sample sd underestimates by chance."""
+    floor = max(float(d.get("theory_std", 0.0)), float(other.get("theory_std", 0.0)))
+    return max(float(d["std"]), floor)
+
+
 def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], policies: dict[str, Any],
                k: float | None) -> list[CheckRow]:
     rows: list[CheckRow] = []
@@ -93,7 +100,7 @@ def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], p
             continue
         policy = {**DEFAULT_POLICY.get(metric, {"k": 2.5, "floor": 0.0}), **policies.get(metric, {})}
         kk = float(policy["k"]) if k is None else k
-        se = math.sqrt(base["std"] ** 2 / max(base["n"], 1) + now["std"] ** 2 / max(now["n"], 1))
+        se = math.sqrt(_noise(base, now) ** 2 / max(base["n"], 1) + _noise(now, base) ** 2 / max(now["n"], 1))
         tol = max(float(policy["floor"]), kk * se)
         delta = now["mean"] - base["mean"]
         direction = direction_of(metric)
@@ -108,7 +115,8 @@ def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], p
 
 def compare(baseline: Baseline, current: dict[str, dict[str, Any]], k: float | None = None,
             allow_new: bool = False) -> list[CheckRow]:
-    """Rows for every baseline and current cell; tolerance = max(floor, k·√(s_b²/n_b + s_n²/n_n))."""
+    """Rows for every baseline and current cell; tolerance = max(floor, k·√(s_b²/n_b + s_n²/n_n)), each s at least the
+    sd the cell's theory predicts (`theory_std`, where records carry one)."""
     rows: list[CheckRow] = []
     for cell in sorted(set(baseline.cells) | set(current)):
         if cell not in current:

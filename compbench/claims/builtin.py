@@ -22,7 +22,7 @@ from compbench.claims.base import (
     unusable,
 )
 from compbench.records import as_records
-from compbench.scoring.metric_facts import METRICS, PER_FACTOR, theory_partner
+from compbench.scoring.metric_facts import METRICS, PER_FACTOR, SEED_STATISTICS, theory_partner
 
 
 class MatchesKernelParams(ClaimParams):
@@ -152,17 +152,40 @@ class BoundParams(ClaimParams):
 
 
 def _per_member(claim: Claim, expectation: str, subject: Subject, *metrics: str) -> tuple[Verdict | None, list[Record], list[tuple[float, ...]]]:
-    """(None, the ok records, each member's mean over seeds of each metric), or a failed verdict saying why nothing can be measured."""
-    why = unusable(subject.records, metrics)
+    """(None, the ok records, each member's value of each metric), or a failed verdict saying why nothing can be measured.
+
+    A member's value of a per-record metric is its mean over seeds; of a seed statistic (seed_var_ratio),
+    the statistic of its seeds taken together.
+    """
+    from compbench.scoring.seed_spread import seed_statistic
+
+    why = unusable(subject.records, tuple(m for m in metrics if m not in SEED_STATISTICS))
     if why:
         return failed(expectation, claim.name, subject, why), [], []
     ok = [r for r in subject.records if r.ok]
-    return None, ok, [tuple(mean_of(rs, m) for m in metrics) for rs in by_member(ok).values()]
+    values = []
+    for member, rs in by_member(ok).items():
+        row = []
+        for m in metrics:
+            if m in SEED_STATISTICS:
+                v, na = seed_statistic(rs, m)
+                if na:
+                    return failed(expectation, claim.name, subject, f"not applicable: {m} of {member} says nothing here ({na})"), [], []
+                row.append(v)
+            else:
+                row.append(mean_of(rs, m))
+        values.append(tuple(row))
+    return None, ok, values
+
+
+def _over_seeds(metric: str) -> str:
+    """How a member's value of `metric` comes from its seeds, as a verdict's detail says it."""
+    return "of the seeds together" if metric in SEED_STATISTICS else "mean over seeds"
 
 
 class _Bound(Claim):
     Params = BoundParams
-    metrics = tuple(METRICS) + tuple(PER_FACTOR)  # a per-factor metric is named base.factor (factor_slope.scale)
+    metrics = tuple(METRICS) + tuple(PER_FACTOR) + tuple(SEED_STATISTICS)  # a per-factor metric is base.factor (factor_slope.scale)
     sign = 1.0  # +1: must be ≥ bound; −1: must be ≤ bound
 
     def judge(self, params: BoundParams, expectation: str, subject: Subject) -> Verdict:
@@ -175,7 +198,7 @@ class _Bound(Claim):
         passed = worst >= params.bound - tol if self.sign > 0 else worst <= params.bound + tol
         op = "≥" if self.sign > 0 else "≤"
         return Verdict(expectation, self.name, subject.name, subject.task, worst, f"{params.metric} {op} {params.bound:g}"
-                       + (f" (± {tol:g})" if tol else ""), passed, f"{params.metric}, mean over seeds, worst of {_n(ok)}")
+                       + (f" (± {tol:g})" if tol else ""), passed, f"{params.metric}, {_over_seeds(params.metric)}, worst of {_n(ok)}")
 
 
 @register_claim("above")
@@ -202,7 +225,7 @@ class Near(Claim):
     """A metric (mean over seeds) within `tolerance` of `target`, for every member: two-sided, unlike `above`/`below`."""
 
     Params = NearParams
-    metrics = tuple(METRICS) + tuple(PER_FACTOR)
+    metrics = tuple(METRICS) + tuple(PER_FACTOR) + tuple(SEED_STATISTICS)
     default_tolerance = 0.05
 
     def judge(self, params: NearParams, expectation: str, subject: Subject) -> Verdict:
@@ -212,7 +235,7 @@ class Near(Claim):
         tol = self.tolerance(params)
         val = max((m for (m,) in per_member), key=lambda v: abs(v - params.target))
         return Verdict(expectation, self.name, subject.name, subject.task, val, f"|{params.metric} − {params.target:g}| ≤ {tol:g}",
-                       abs(val - params.target) <= tol, f"{params.metric}, mean over seeds, farthest of {_n(ok)}")
+                       abs(val - params.target) <= tol, f"{params.metric}, {_over_seeds(params.metric)}, farthest of {_n(ok)}")
 
 
 class NearTheoryParams(ClaimParams):

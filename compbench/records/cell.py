@@ -88,6 +88,12 @@ class CellRecord:
     per_output: Any = None
     predictions: list[Any] | None = None
     theory_predictions: list[Any] | None = None
+    # The across-seed variance of each cell's prediction its theory predicts (NTK-GP; None where the cell
+    # is not held out, the whole field None where the model's theory predicts no spread).
+    theory_variance: list[float | None] | None = None
+    # The standard deviation over seeds of a held-out score its theory predicts, by metric (heldout_r2): `check`'s
+    # noise floor for the cell.
+    theory_sd: dict[str, float] = field(default_factory=dict)
     theory_kernel: str | None = None
     theory_objective: str | None = None
     theory_note: str | None = None
@@ -257,7 +263,7 @@ _FLAT_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", 
                 "n_outputs", "n_classes", "status", "n_train", "n_test", "wall_time", "theory_kernel", "theory_objective",
                 "theory_note", "version", "code", "threads")
 # Fields a schema-1 record had only in some records: absent there, None here.
-_OPTIONAL_V1 = frozenset({"error", "per_output", "predictions", "theory_predictions", "theory_kernel", "theory_objective",
+_OPTIONAL_V1 = frozenset({"error", "per_output", "predictions", "theory_predictions", "theory_variance", "theory_kernel", "theory_objective",
                           "theory_note", "n_classes", "params", "version", "code", "kind", "suite", "n_train", "n_test",
                           "scoring", "samples", "threads"})
 # Schema-1 keys that were record fields, not metrics.

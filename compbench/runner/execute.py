@@ -109,6 +109,9 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
             if K_tt is not None:
                 shared = (K_tt, adapter.kernel(enc.evaluate, enc.train))
                 shared_problems = [ContractBreak(p.name, f"kernel(): {p.message}") for p in check_kernels(shared, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)]
+        stage = "seed variance"
+        theory_variance, theory_sd = (_seed_variance(adapter, job, shared, options) if shared is not None and not shared_problems
+                                      else (None, {}))
     except InvalidModelError as exc:
         return failed_records(job, device, str(exc), status="skipped" if job.model.skip_invalid else "error",
                               wall_time=time.perf_counter() - start)
@@ -137,7 +140,8 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
             where = ["theory solve"]  # _score moves it on, so a failure says which step raised
             try:
                 scored = _score(job, fit, shared, options, kernel_name, enc, where, shared_factor)
-                rec = CellRecord(**base, **scored, status=Status.OK, wall_time=train_wall + time.perf_counter() - t0)
+                rec = CellRecord(**base, **scored, theory_variance=theory_variance, theory_sd=theory_sd, status=Status.OK,
+                                 wall_time=train_wall + time.perf_counter() - t0)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 — a theory solve or scoring failure is this seed's error
@@ -145,6 +149,45 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
                                  wall_time=train_wall + time.perf_counter() - t0)
         records.append(rec)
     return records
+
+
+def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any]) -> tuple[list[float | None] | None, dict[str, float]]:
+    """What the NTK-GP (compbench.theory.seed_variance) predicts of the spread over seeds: each held-out cell's
+    variance (None elsewhere), and the standard deviation of the held-out score where it has a closed form
+    (heldout_r2 of a scalar regression task).
+
+    Only for a min-norm theory on the adapter's own shared kernel with an `init_kernel` (the NNGP of a random f₀):
+    (None, {}) otherwise, and beyond SEED_VARIANCE_SAMPLES evaluation samples (its covariance is n × n).
+    """
+    from compbench.adapters.base import kernel_outputs
+    from compbench.limits import SEED_VARIANCE_SAMPLES
+    from compbench.theory.regression import kernel_regression, solves_min_norm
+    from compbench.theory.seed_variance import cell_mean_covariance, ntk_gp_covariance, r2_sd
+
+    enc, data = job.task.encoded, job.task.data
+    if not solves_min_norm(options["objective"], options.get("ridge", 0)) or len(enc.evaluate) > SEED_VARIANCE_SAMPLES:
+        return None, {}
+    if kernel_outputs(shared, len(enc.train)) != 1:  # a full (n·K)² kernel: no output-shared NNGP to pair it with
+        return None, {}
+    nngp_train = adapter.init_kernel(enc.train, enc.train)
+    if nngp_train is None:
+        return None, {}
+    cov = ntk_gp_covariance(shared[0], shared[1], nngp_train, adapter.init_kernel(enc.evaluate, enc.train),
+                            adapter.init_kernel(enc.evaluate, enc.evaluate))
+    cells = cell_mean_covariance(cov, enc.evaluate.cell_ids, len(data.cells))
+    var = np.diag(cells)
+    test = np.asarray(data.test_mask, dtype=bool)
+    variance = [float(v) if held and np.isfinite(v) else None for v, held in zip(var, test)]
+    sd: dict[str, float] = {}
+    if data.kind == "regression" and not enc.train.vector_output and data.samples is None:
+        # the seeds' mean prediction is the centred theory's, Θ(x,X)Θ⁺y; R² as scoring computes it on the cells
+        mean = np.bincount(enc.evaluate.cell_ids, weights=kernel_regression(shared[0], shared[1], enc.train.y),
+                           minlength=len(data.cells)) / np.bincount(enc.evaluate.cell_ids, minlength=len(data.cells))
+        y = np.asarray(data.y, dtype=np.float64)[test]
+        ss_tot = float(np.sum((y - y.mean()) ** 2))
+        if ss_tot > 0 and np.all(np.isfinite(cells[np.ix_(test, test)])):
+            sd["heldout_r2"] = r2_sd(cells[np.ix_(test, test)], y - mean[test], ss_tot)
+    return variance, sd
 
 
 class _SharedFactor:

@@ -139,15 +139,37 @@ SWEEP_STATISTICS: dict[str, MetricFact] = _facts(
 )
 
 
+# Statistics of one model's seeds on a task together (compbench.scoring.seed_spread), not of one record:
+# a claim reads them per member where it reads a per-record metric's mean over seeds.
+SEED_STATISTICS: dict[str, MetricFact] = _facts(
+    # 1 is the theory's value: neither direction is better.
+    MetricFact("seed_var_ratio", "across-seed variance of the held-out predictions over the variance its theory predicts",
+               None, "any", low=0.0),
+)
+
+
+def seed_var_not_applicable(n_seeds: int, predicted: float) -> str | None:
+    """Why seed_var_ratio says nothing for these seeds (fewer than 2, or a theory that predicts no spread), else None."""
+    if n_seeds < 2:
+        return f"{n_seeds} seed{'s' if n_seeds != 1 else ''}: a variance over seeds needs 2 or more"
+    if not predicted > 0:
+        return "its theory predicts no spread over seeds (a centred, deterministic or kernel model)"
+    return None
+
+
+def _fact(metric: str) -> MetricFact | None:
+    return METRICS.get(metric) or SWEEP_STATISTICS.get(metric) or SEED_STATISTICS.get(metric)
+
+
 def bounds_of(metric: str) -> tuple[float, float]:
-    """The values a metric (or sweep statistic) can take, (low, high); (-inf, inf) when unknown."""
-    fact = METRICS.get(metric) or SWEEP_STATISTICS.get(metric)
+    """The values a metric (or sweep or seed statistic) can take, (low, high); (-inf, inf) when unknown."""
+    fact = _fact(metric)
     return (fact.low, fact.high) if fact else (float("-inf"), float("inf"))
 
 
 def direction_of(metric: str) -> str | None:
-    """Which way a metric (or sweep statistic) is better: "higher", "lower", or None (neither, or unknown)."""
-    fact = METRICS.get(metric) or SWEEP_STATISTICS.get(metric)
+    """Which way a metric (or sweep or seed statistic) is better: "higher", "lower", or None (neither, or unknown)."""
+    fact = _fact(metric)
     return fact.direction if fact else None
 
 
