@@ -8,6 +8,7 @@ __version__ = "0.1.0"
 
 # Public API, imported lazily so `import compbench` (and `compbench list`) stays light.
 _EXPORTS = {
+    "CompbenchError": "compbench.errors",
     "evaluate": "compbench.api",
     "Results": "compbench.api",
     "load_suite": "compbench.suite",

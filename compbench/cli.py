@@ -172,7 +172,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from compbench.outcome import outcome_of_run, verdict_counts
     from compbench.report import terminal
     from compbench.report.publish import check_owner, parse_formats, publish_run
-    from compbench.runner.device import DeviceUnavailableError
     from compbench.report.terminal import one_line
     from compbench.runner.run import record_verdicts, run_suite, select
     from compbench.suite import seeds_override, unmatched_tasks
@@ -200,16 +199,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
     whole = loaded  # what the report shows after a partial run: every cell, as the store holds it (run_suite narrows a copy)
-    try:
-        summary = run_suite(
-            loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
-            progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
-            executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
-            cell_timeout=args.cell_timeout, threads=args.threads, command=args.command_line, profile=args.profile,
-        )
-    except DeviceUnavailableError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
+    summary = run_suite(
+        loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
+        progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
+        executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
+        cell_timeout=args.cell_timeout, threads=args.threads, command=args.command_line, profile=args.profile,
+    )
     if args.model and not summary.jobs:
         _err(f"--model {no_model_message(loaded, args.model)}")
         return EXIT_USAGE
@@ -302,21 +297,12 @@ def _report_config(args: argparse.Namespace):  # -> (LoadedSuite, Path, RunConfi
 def cmd_report(args: argparse.Namespace) -> int:
     """Rebuild a suite's tables from its stored records, without training, for the configuration its last run asked for."""
     from compbench.report import terminal
-    from compbench.report.publish import NoResultsError, parse_formats, rebuild
-    from compbench.report.run_config import RecordedConfigError
+    from compbench.report.publish import parse_formats, rebuild
 
     formats = parse_formats(args.format)
-    try:
-        loaded, out_dir, config, said = _report_config(args)
-    except RecordedConfigError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
-    try:
-        skipped: list[str] = []
-        outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config)
-    except NoResultsError as exc:
-        _err(str(exc))
-        return EXIT_USAGE
+    loaded, out_dir, config, said = _report_config(args)
+    skipped: list[str] = []
+    outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config)
     verdicts = outcome.verdicts
     print(said)
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)
@@ -817,28 +803,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the chosen command; exit codes for the errors every command can meet."""
-    from compbench.check import BaselineError
-    from compbench.compare.sides import CompareError
-    from compbench.files import OutputError
-    from compbench.runner.device import DeviceUnavailableError
-    from compbench.report.publish import ReportFormatError
-    from compbench.runner.executors import ExecutorUnavailableError
+    from compbench.errors import CompbenchError
     from compbench.runner.interrupt import EXIT_TERMINATED, sigterm_as_interrupt, terminated
-    from compbench.store import StoreError
-    from compbench.suite import SuiteError
 
     # SIGTERM (a CI job cancelled, `kill`) stops the run like Ctrl-C; the exit code says which it was.
     with sigterm_as_interrupt():
         try:
             code = args.func(args)
-        except SuiteError as exc:
-            for issue in exc.issues:
-                print(f"error: {issue}", file=sys.stderr)
-            return EXIT_USAGE
-        except (StoreError, BaselineError, DeviceUnavailableError, ExecutorUnavailableError, ReportFormatError,
-                OutputError, CompareError) as exc:
-            _err(str(exc))
-            return EXIT_USAGE
+        except CompbenchError as exc:  # every error compbench raises on purpose says its line and its exit code
+            print(exc.message(), file=sys.stderr)
+            return exc.exit_code
         except KeyboardInterrupt:  # outside a run's own handling (e.g. while writing the report)
             print("interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
             code = EXIT_INTERRUPTED

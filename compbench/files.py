@@ -21,8 +21,10 @@ import secrets
 import stat
 from pathlib import Path, PurePosixPath
 
+from compbench.errors import CompbenchError
 
-class OutputError(RuntimeError):
+
+class OutputError(CompbenchError, RuntimeError):
     """A file could not be written, read back or removed safely; the message is one line naming it."""
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from compbench.errors import CompbenchError
+
 MAX_SEED = 2**32 - 1  # numpy's legacy seeding takes seeds below 2**32; every seed must work with every backend
 
 # A suite file's size and shape, checked before and while it is parsed (compbench/suite/source.py).
@@ -53,7 +55,7 @@ def set_limits(**changes: int) -> Limits:
     return previous
 
 
-class TooLargeError(ValueError):
+class TooLargeError(CompbenchError, ValueError):
     """A suite asks for more than a limit allows."""
 
     def __init__(self, what: str, asked: int, limit: int, option: str) -> None:

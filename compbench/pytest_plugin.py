@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from compbench.errors import CompbenchError
 from compbench.records import is_big
 
 
@@ -28,8 +29,10 @@ def _per_cell(expectation: Any) -> bool:
     return get_claim(expectation.claim).per_cell
 
 
-class CompbenchFailure(Exception):
+class CompbenchFailure(CompbenchError):
     """A suite cell failed an expectation or regressed."""
+
+    exit_code = 1  # a failed expectation or a regression, not bad input (docs/reference/commands.md)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

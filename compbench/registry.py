@@ -19,18 +19,20 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Generic, TypeVar
 
+from compbench.errors import CompbenchError
+
 T = TypeVar("T")
 
 
-class UnknownNameError(ValueError):
+class UnknownNameError(CompbenchError, ValueError):
     """A name that no extension of this kind is registered under."""
 
 
-class NameClashError(ValueError):
+class NameClashError(CompbenchError, ValueError):
     """Two different objects registered under one name."""
 
 
-class PluginError(ValueError):
+class PluginError(CompbenchError, ValueError):
     """An object offered to a registry breaks the kind's contract."""
 
 

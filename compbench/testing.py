@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from compbench.errors import CompbenchError
 from compbench.records import CellError, CellRecord, Status
 
 from compbench.adapters.base import (
@@ -40,7 +41,7 @@ ONEHOT_TASKS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 IMAGE_TASK = ("additive-4x4-digits", "additive", {"values": [[0, 1, 2, 3], [0, 2, 4, 6]], "anchors": [[1], [1]]})
 
 
-class ConformanceError(AssertionError):
+class ConformanceError(CompbenchError, AssertionError):
     """Raised by `ConformanceReport.raise_if_failed` when something broke the contract."""
 
 

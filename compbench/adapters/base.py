@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from compbench.encodings.batch import Batch
+from compbench.errors import CompbenchError
 from compbench.params import StrictParams
 
 
@@ -15,7 +16,7 @@ class AdapterParams(StrictParams):
     """Base class of adapter hyperparameters (unknown keys are errors; a boolean is not a number)."""
 
 
-class InvalidModelError(ValueError):
+class InvalidModelError(CompbenchError, ValueError):
     """A model's parameters are invalid for this task (e.g. a non-PSD kernel); sweeps may skip it."""
 
 

@@ -46,6 +46,7 @@ from compbench.adapters.base import Adapter
 from compbench.adapters.module import ModuleAdapter, check_factory
 from compbench.adapters.registry import ADAPTERS
 from compbench.codehash import local_modules
+from compbench.errors import CompbenchError
 
 # `path/to/file.py:Name` or `package.module:Name` (Name a Python identifier, possibly dotted: Outer.Inner),
 # optionally `=ID`: the model's id (checked by the suite's id rules in load_reference).
@@ -53,7 +54,7 @@ _REFERENCE = re.compile(r"^(?P<target>.+?):(?P<attr>[A-Za-z_]\w*(?:\.[A-Za-z_]\w
 _MODULE = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
 
 
-class ModelReferenceError(ValueError):
+class ModelReferenceError(CompbenchError, ValueError):
     """A model reference or object that cannot be made an adapter: what is wrong, and where."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from compbench import __version__
+from compbench.errors import CompbenchError
 from compbench.records import CellRecord, as_records, big_groups
 from compbench.limits import MAX_SEED
 from compbench.scoring.metric_facts import bounds_of, direction_of, score_metric
@@ -35,7 +36,7 @@ POLICY_FIELDS = ("direction", "k", "floor")
 MAX_N = MAX_SEED + 1  # a distribution over more seeds than there are seeds is a hand-edit (and overflows a float)
 
 
-class BaselineError(ValueError):
+class BaselineError(CompbenchError, ValueError):
     """A baseline file is missing, malformed or of another schema version."""
 
 

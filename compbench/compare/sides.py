@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compbench.errors import CompbenchError
 from compbench.records import CellRecord
 from compbench.store import ResultStore, StoredRun
 from compbench.store.records import STORE_FILE
 
 
-class CompareError(ValueError):
+class CompareError(CompbenchError, ValueError):
     """A side of a comparison cannot be read: not a results directory, an unknown run id, no store."""
 
 

@@ -31,13 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
+from compbench.errors import CompbenchError
+
 SOURCES = ("digits", "mnist-5k", "mnist", "cifar10")
 SHAPES = {"digits": (1, 8, 8), "mnist-5k": (1, 28, 28), "mnist": (1, 28, 28), "cifar10": (3, 32, 32)}  # (channels, H, W)
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2023, 0.1994, 0.2010)
 
 
-class DataSourceError(ValueError):
+class DataSourceError(CompbenchError, ValueError):
     """An image source is unknown, not installed, or its files are missing."""
 
 

@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from compbench.controls import strip_controls
+from compbench.errors import CompbenchError
 
 RECORD_SCHEMA = 2  # 1: compbench 0.1.0's flat dicts (metrics as top-level keys); 2: this class
 
@@ -252,7 +253,7 @@ class CellRecord:
                 yield f
 
 
-class RecordSchemaError(ValueError):
+class RecordSchemaError(CompbenchError, ValueError):
     """A stored record of a schema this compbench cannot read (written by a newer compbench)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from compbench.records import CellRecord, as_records
 from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
+from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
 from compbench.outcome import SUMMARY_FILE
@@ -26,11 +27,11 @@ MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only 
 _ARRAYS = ("predictions", "theory_predictions")
 
 
-class NoResultsError(RuntimeError):
+class NoResultsError(CompbenchError, RuntimeError):
     """There are no stored results to report."""
 
 
-class ReportFormatError(ValueError):
+class ReportFormatError(CompbenchError, ValueError):
     """An unknown report format was asked for."""
 
 

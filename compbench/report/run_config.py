@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from compbench.errors import CompbenchError
 from compbench.files import read_contained
 from compbench.outcome import SUMMARY_FILE
 from compbench.suite import LoadedSuite
@@ -23,7 +24,7 @@ from compbench.suite import LoadedSuite
 CONFIG_KEYS = ("profile", "added_models", "seeds")
 
 
-class RecordedConfigError(ValueError):
+class RecordedConfigError(CompbenchError, ValueError):
     """The configuration a results directory records cannot be rebuilt (a model's file is gone, a profile left the suite)."""
 
 

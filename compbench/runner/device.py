@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 
+from compbench.errors import CompbenchError
 
-class DeviceUnavailableError(RuntimeError):
+
+class DeviceUnavailableError(CompbenchError, RuntimeError):
     """CUDA was requested but is not available."""
 
 

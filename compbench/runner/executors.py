@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from compbench.errors import CompbenchError
 from compbench.runner.cells import Job, PreparedTask
 from compbench.suite import ModelSpec
 from compbench.records import CellRecord
@@ -29,7 +30,7 @@ from compbench.runner.threads import usable_cores as _usable_cores
 from compbench.stage_progress import listening
 
 
-class ExecutorUnavailableError(RuntimeError):
+class ExecutorUnavailableError(CompbenchError, RuntimeError):
     """The requested executor cannot be used here (e.g. Ray is not installed)."""
 
 

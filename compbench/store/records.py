@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 
@@ -67,7 +68,7 @@ class StoredRun:
     info: dict[str, Any]
 
 
-class StoreError(RuntimeError):
+class StoreError(CompbenchError, RuntimeError):
     """The store cannot be used: not a compbench store, corrupt, read-only, deleted, or another schema."""
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from compbench.errors import CompbenchError
 from compbench.limits import SUITE_FILE_BYTES, YAML_ALIASES, YAML_EXPANDED_NODES, YAML_NESTING, YAML_NODES
 
 
@@ -33,12 +34,16 @@ class SuiteIssue:
         return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
-class SuiteError(ValueError):
+class SuiteError(CompbenchError, ValueError):
     """A suite failed to load or validate; `issues` lists every problem found."""
 
     def __init__(self, issues: list[SuiteIssue]) -> None:
         self.issues = issues
         super().__init__("\n".join(str(i) for i in issues))
+
+    def message(self) -> str:
+        """One `error: FILE:LINE: field: message` line per issue, as every command prints them."""
+        return "\n".join(f"error: {issue}" for issue in self.issues)
 
 
 def format_loc(loc: tuple[Any, ...]) -> str:

@@ -8,12 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from compbench.errors import CompbenchError
 
-class SplitError(ValueError):
+
+class SplitError(CompbenchError, ValueError):
     """A task's train/held-out split is invalid (empty side, or an unseen component value)."""
 
 
-class TaskParamError(ValueError):
+class TaskParamError(CompbenchError, ValueError):
     """A task's parameters are wrong at a known place: `loc` is the path inside the task's params.
 
     The suite loader reports it as `file:line: tasks[i].params.<loc>: message`, with the line of

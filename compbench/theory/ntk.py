@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from compbench.errors import CompbenchError
 from compbench.stage_progress import report
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
@@ -69,7 +70,7 @@ def eval_mode(module: torch.nn.Module) -> Iterator[None]:
             m.train(mode)
 
 
-class _Unsupported(Exception):
+class _Unsupported(CompbenchError):
     """The structured engine cannot handle this module or call (the generic engine takes over)."""
 
 

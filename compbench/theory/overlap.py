@@ -7,6 +7,8 @@ from typing import Union
 
 import numpy as np
 
+from compbench.errors import CompbenchError
+
 # A weight specification: κ by agreement count (sequence of C+1 values or {count: value}),
 # or by agreement pattern ({(1, 0, 1): value, ...}) with integer-count keys as fallback.
 Weights = Union[Sequence[float], np.ndarray, Mapping[Union[int, tuple], float]]
@@ -26,7 +28,7 @@ __all__ = [
 ]
 
 
-class NotPSDError(ValueError):
+class NotPSDError(CompbenchError, ValueError):
     """A kernel (Gram) matrix has a clearly negative eigenvalue."""
 
 

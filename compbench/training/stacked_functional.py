@@ -22,12 +22,13 @@ import time
 
 import torch
 
+from compbench.errors import CompbenchError
 from compbench.training.minibatch import MinibatchResult, batches, check_targets, epoch_budget, loss_fn, make_optimizer, shaped_output
 
 __all__ = ["CannotStack", "train_stacked"]
 
 
-class CannotStack(RuntimeError):
+class CannotStack(CompbenchError, RuntimeError):
     """The networks cannot train as one stack (the reason is the message); train them one by one."""
 
 
