@@ -462,26 +462,28 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
 
 def rebuild(
     out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
-    *, profile: str | None = None, config: RunConfig | None = None,
+    *, profile: str | None = None, config: RunConfig | None = None, source: Path | None = None,
 ):  # -> tuple[SuiteOutcome, list[Path]]
     """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files.
 
     `config`: the configuration `loaded` was built with (`report.run_config`), recorded in summary.json
-    as the one the report states; None keeps what summary.json says.
+    as the one the report states; None keeps what summary.json says. `source`: the folder whose store
+    and summary.json are read (a bundle's copy, `compbench.bundle.open_results`); None: `out_dir`.
     """
     from compbench.outcome import stored_outcome
 
+    source = out_dir if source is None else source
     check_owner(out_dir, loaded, claim=False)  # publish claims it: a report with no results makes no folder
-    outcome = stored_outcome(loaded, out_dir, profile=profile)
+    outcome = stored_outcome(loaded, source, profile=profile)
     records = outcome.records
     if not records:
         raise NoResultsError(
             f"no stored results for suite {loaded.name!r}"
             + (f" with profile {profile!r}" if profile else "")
-            + f" in {out_dir / 'store'}; run `compbench run --suite {loaded.name}"
+            + f" in {source / 'store'}; run `compbench run --suite {loaded.name}"
             + (f" --profile {profile}" if profile else "") + "` first"
         )
-    summary = _read_json(out_dir, SUMMARY_FILE)
+    summary = _read_json(source, SUMMARY_FILE)
     if config is not None:
         summary.update(config.facts())
     summary.setdefault("device", records[0].device)
