@@ -13,6 +13,7 @@ a bundle is read from a private temporary copy, so nothing a command does can ch
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -94,6 +95,8 @@ def write_bundle(results: Path, loaded: Any, target: Path) -> dict[str, str]:
     suite_bytes = Path(loaded.path).read_bytes()
     files = {SUITE_ENTRY: suite_bytes, **({SUMMARY_FILE: summary} if summary is not None else {})}
     manifest: dict[str, str] = {}
+    # The store's last write, which a report states as its results' date (report.legend.run_date).
+    stored = max(p.stat().st_mtime for p in (results / "store").glob(f"{STORE_FILE}*") if p.is_file())
     store = ResultStore(results / "store")
 
     def build(path: Path) -> None:
@@ -106,7 +109,7 @@ def write_bundle(results: Path, loaded: Any, target: Path) -> dict[str, str]:
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "suite": loaded.name,
                 "suite_file": str(loaded.path), "suite_sha256": _sha(suite_bytes),
                 "summary_sha256": _sha(summary) if summary is not None else "", "store_layout": str(layout),
-                "content_sha256": _content_sha256(db),
+                "content_sha256": _content_sha256(db), "stored": repr(stored),
                 "records": str(db.execute("SELECT COUNT(*) FROM records").fetchone()[0]),
             })
             db.execute("BEGIN")
@@ -220,6 +223,11 @@ def open_results(path: Path) -> Iterator[ResultsView]:
         except OSError as exc:
             raise BundleError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         manifest = _manifest_of(copy, str(path))
+        try:  # the copy dates its results as the store did when it was bundled (report.legend.run_date)
+            stamp = float(manifest.get("stored", ""))
+            os.utime(copy, (stamp, stamp))
+        except (ValueError, OverflowError, OSError):
+            pass  # no date recorded: the report's date is its own
         files = bundle_files(copy)
         if SUMMARY_FILE in files:
             (folder / SUMMARY_FILE).write_bytes(files[SUMMARY_FILE])

@@ -382,20 +382,24 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     # As in `run`: --model selects models (a reference selects the model it added, by its id).
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
+    from compbench.bundle import open_results
     from compbench.report.publish import claim_results_dir
 
-    # As `run`, before anything trains: the store goes only into compbench's own folder (another suite's
-    # is fine: these commands write no report there, and the store is shared by cell keys).
-    claim_results_dir(out_dir, loaded)
-    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
-                        model_patterns=model_patterns, command=args.command_line, profile=args.profile)
-    if args.model and not summary.jobs:
-        _err(f"--model {no_model_message(loaded, args.model)}")
-        return EXIT_USAGE
-    print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
-    loaded = select(loaded, model_patterns)  # what ran
-    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
-    record_verdicts(out_dir, summary, outcome.verdicts)
+    with open_results(out_dir) as view:  # a bundle as a directory: a temporary copy, so the bundle is never written
+        where = view.directory
+        # As `run`, before anything trains: the store goes only into compbench's own folder (another suite's
+        # is fine: these commands write no report there, and the store is shared by cell keys).
+        claim_results_dir(where, loaded)
+        summary = run_suite(loaded, where, device=args.device, progress=not args.quiet, threads=args.threads,
+                            model_patterns=model_patterns, command=args.command_line, profile=args.profile)
+        if args.model and not summary.jobs:
+            _err(f"--model {no_model_message(loaded, args.model)}")
+            return EXIT_USAGE
+        print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache "
+              + (f"(the bundle {view.label}; cells run here are not kept in it)" if view.is_bundle else f"({out_dir / 'store'})"))
+        loaded = select(loaded, model_patterns)  # what ran
+        outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+        record_verdicts(where, summary, outcome.verdicts)
     return loaded, summary, outcome
 
 

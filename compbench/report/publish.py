@@ -65,6 +65,7 @@ def publish(
     skipped: list[str] | None = None,
     verdicts: list[Verdict] | None = None,
     selected: frozenset[tuple[str, str]] | None = None,
+    source: Path | None = None,
 ) -> tuple[list[Verdict], list[Path]]:
     """Evaluate the suite's expectations on the records and run the report writers asked for.
 
@@ -80,6 +81,7 @@ def publish(
     another suite's is refused (ForeignResultsError) before anything is written.
     `selected`: the (model, task) pairs a partial run selected (`SuiteOutcome.selected`): a plot
     that shows any other cell is never deleted by this report (None: the report is of the whole suite).
+    `source`: the folder the records were read from, when not `out_dir` (`rebuild` from a bundle).
     """
     records = as_records(records)
     if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
@@ -90,7 +92,7 @@ def publish(
     # The suite's name is written whatever the summary says: it is what claims the directory.
     kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
     write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
-    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected)
+    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected, source=source)
     inputs = inputs_digest(loaded, records, verdicts, formats, selected)
     manifest = _read_manifest(out_dir)
     written: dict[str, list[Path]] = {}
@@ -496,5 +498,6 @@ def rebuild(
     stale = [c.record for c in outcome.cells if c.state is CellState.STALE and c.record is not None]
     summary["computed_by"] = ", ".join(sorted({f"compbench {r.version}" if r.version else "compbench 0.1.0 (record schema 1)"
                                                for r in stale}))
-    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts)
+    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
+                       source=source)
     return outcome, paths
