@@ -236,4 +236,13 @@ def open_results(path: Path) -> Iterator[ResultsView]:
         suite = folder / "suite" / (name if name.endswith((".yaml", ".yml")) else SUITE_ENTRY)
         suite.parent.mkdir()
         suite.write_bytes(files.get(SUITE_ENTRY, b""))
-        yield ResultsView(str(path), folder, manifest, suite)
+        try:
+            yield ResultsView(str(path), folder, manifest, suite)
+        except Exception as exc:
+            # A message that names the temporary copy (no results there, a damaged row) names the bundle instead.
+            if exc.args and isinstance(exc.args[0], str) and str(folder) in exc.args[0]:
+                text = exc.args[0]
+                for inner in (folder / "store" / STORE_FILE, folder / "store", folder):
+                    text = text.replace(str(inner), str(path))
+                exc.args = (text, *exc.args[1:])
+            raise

@@ -327,18 +327,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from compbench.report.run_config import RecordedConfigError
 
     formats = parse_formats(args.format)
-    with open_results(Path(args.results)) if args.results else nullcontext() as view:
-        try:
+    try:  # outside the view: a message about a bundle names the bundle, not its temporary copy
+        with open_results(Path(args.results)) if args.results else nullcontext() as view:
             loaded, out_dir, source, config, said = _report_config(args, view)
-        except RecordedConfigError as exc:
-            _err(str(exc))
-            return EXIT_USAGE
-        try:
             skipped: list[str] = []
             outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config, source=source)
-        except NoResultsError as exc:
-            _err(str(exc))
-            return EXIT_USAGE
+    except (RecordedConfigError, NoResultsError) as exc:
+        _err(str(exc))
+        return EXIT_USAGE
     verdicts = outcome.verdicts
     print(said)
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)

@@ -196,3 +196,17 @@ def test_the_how_to_example_of_a_bundle_runs_as_written(tmp_path, capsys, monkey
     undate = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # the date row may differ (a minute can turn)
     assert undate.sub(b"", Path("main-report/leaderboard.md").read_bytes()) == \
         undate.sub(b"", Path("results/main/leaderboard.md").read_bytes())
+
+
+def test_a_message_about_a_bundle_names_the_bundle_not_its_temporary_copy(made, tmp_path, capsys):
+    suite, results, _ = made
+    empty = tmp_path / "E"
+    (empty / "store").mkdir(parents=True)
+    (empty / "store" / "records.sqlite").write_bytes((results / "store" / "records.sqlite").read_bytes())
+    with sqlite3.connect(empty / "store" / "records.sqlite") as db:
+        db.execute("DELETE FROM records")
+    assert main(["bundle", "--suite", str(suite), "--results", str(empty), "-o", str(tmp_path / "e.cbz")]) == 0
+    capsys.readouterr()
+    assert main(["report", "--results", str(tmp_path / "e.cbz"), "--report-dir", str(tmp_path / "R")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"compbench: no stored results for suite 'k' in {tmp_path / 'e.cbz'}; run `compbench run --suite k` first"
