@@ -13,6 +13,7 @@ a bundle is read from a private temporary copy, so nothing a command does can ch
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import sqlite3
@@ -27,6 +28,7 @@ from typing import Any
 from compbench.files import build_atomic, read_contained
 from compbench.outcome import SUMMARY_FILE
 from compbench.store.records import READABLE_LAYOUTS, SQLITE_MAGIC, STORE_FILE, ResultStore
+from compbench.suite import LoadedSuite
 
 KIND = "compbench-bundle"
 BUNDLE_FORMAT = 1  # the manifest's and files' layout; the store inside keeps its own layout (store.SCHEMA_VERSION)
@@ -73,7 +75,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_bundle(results: Path, loaded: Any, target: Path) -> dict[str, str]:
+def write_bundle(results: Path, loaded: LoadedSuite, target: Path) -> dict[str, str]:
     """Write `results`' store, the suite file of `loaded` and summary.json into the bundle `target`; its manifest."""
     from compbench import __version__
 
@@ -129,8 +131,6 @@ def write_bundle(results: Path, loaded: Any, target: Path) -> dict[str, str]:
 
 
 def _json(data: bytes | None) -> dict[str, Any]:
-    import json
-
     try:
         doc = json.loads(data or b"{}")
     except ValueError:
