@@ -1,4 +1,4 @@
-"""The `compbench` command: run, report, check, baseline, compare, list, show, validate."""
+"""The `compbench` command: run, report, check, baseline, compare, bundle, list, show, validate."""
 
 from __future__ import annotations
 
@@ -30,10 +30,11 @@ def _load(args: argparse.Namespace, profile: str | None = None):  # -> LoadedSui
     return loaded
 
 
-def _say_loaded(loaded, profile: str | None) -> None:  # loaded: LoadedSuite
-    """Say on stderr which suite file a command loaded, and with which profile."""
+def _say_loaded(loaded, profile: str | None, where: str | None = None) -> None:  # loaded: LoadedSuite
+    """Say on stderr which suite file a command loaded (`where`: the bundle that carries it), and with which profile."""
     shown = f" with profile {profile!r}" if profile else ""
-    print(f"suite {loaded.name!r} from {loaded.path}{shown}", file=sys.stderr)
+    origin = f"{where} (its suite file {Path(str(loaded.path)).name})" if where else loaded.path
+    print(f"suite {loaded.name!r} from {origin}{shown}", file=sys.stderr)
 
 
 def _print_outcome(outcome) -> None:  # outcome: compbench.outcome.SuiteOutcome
@@ -261,48 +262,70 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
-def _report_config(args: argparse.Namespace):  # -> (LoadedSuite, Path, RunConfig, str)
-    """The suite as the results directory's last run asked for it (report.run_config), unless --profile names
-    another profile (`default`: none), and the line that says which configuration the report states."""
+def _report_config(args: argparse.Namespace, view):  # (args, ResultsView | None) -> (LoadedSuite, Path, Path, RunConfig, str)
+    """The suite as the results' last run asked for it (report.run_config), unless --profile names another profile
+    (`default`: none): (suite, folder the report goes to, folder the results are read from, configuration, the line
+    that says which configuration the report states). A bundle (`view`) brings its own suite file."""
     from compbench.outcome import SUMMARY_FILE
     from compbench.report.run_config import RecordedConfigError, recorded_config, with_profile
     from compbench.suite import SuiteError, load_suite
     from compbench.suite.schema import DEFAULT_PROFILE
 
+    bundle = view is not None and view.is_bundle
+    if not args.suite and not bundle:
+        raise RecordedConfigError("report needs --suite NAME (or --results FILE, a bundle, which holds its suite)")
+    if bundle and not args.report_dir:
+        raise RecordedConfigError(f"--results {view.label} is a bundle, which compbench never writes into; give "
+                                  "--report-dir DIR, the folder its report goes to")
+    if bundle and Path(args.report_dir).resolve() == Path(view.label).resolve():
+        raise RecordedConfigError(f"--report-dir {args.report_dir} is the bundle itself, which compbench never writes "
+                                  "into; give a folder for its report")
+    suite = str(view.suite_file) if bundle else args.suite
     asked = None if args.profile == DEFAULT_PROFILE else args.profile
-    loaded = load_suite(args.suite, asked)
+    loaded = load_suite(suite, asked)
+    if bundle and args.suite and load_suite(args.suite).name != loaded.name:
+        raise RecordedConfigError(f"--suite {args.suite} is not the suite of the bundle {view.label} ({loaded.name!r}); "
+                                  "leave --suite out: a bundle's report is of the suite it carries")
     if args.profile == DEFAULT_PROFILE and DEFAULT_PROFILE in loaded.suite.profiles:  # the suite's own profile of that name
         asked = DEFAULT_PROFILE
-        loaded = load_suite(args.suite, asked)
-    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
-    recorded = recorded_config(out_dir, loaded.name)
+        loaded = load_suite(suite, asked)
+    source = view.directory if view is not None else Path("results") / loaded.name
+    out_dir = Path(args.report_dir) if args.report_dir else source
+    shown = Path(view.label) if view is not None else source  # a bundle by its own name, not its temporary copy's
+    recorded = recorded_config(source, loaded.name)
     profile = asked if args.profile is not None or recorded is None else recorded.profile
     if profile != asked:
         try:
-            loaded = load_suite(args.suite, profile)
+            loaded = load_suite(suite, profile)
         except SuiteError as exc:
-            raise RecordedConfigError(f"{out_dir}: its last run used profile {profile!r}, which suite {loaded.name!r} "
+            raise RecordedConfigError(f"{shown}: its last run used profile {profile!r}, which suite {loaded.name!r} "
                                       f"cannot load ({exc.issues[0].message}); name a profile with --profile") from None
-    _say_loaded(loaded, profile)
+    _say_loaded(loaded, profile, view.label if bundle else None)
     config = with_profile(recorded, profile)
-    loaded = config.apply(loaded, out_dir / SUMMARY_FILE)
+    loaded = config.apply(loaded, shown / SUMMARY_FILE)
     said = f"configuration: {config.describe()}"
     if recorded is not None and recorded.profile != profile:
-        said += f", as --profile {args.profile} asks; the last run in {out_dir} used {recorded.profile_shown}"
+        said += f", as --profile {args.profile} asks; the last run in {shown} used {recorded.profile_shown}"
     elif recorded is not None:
-        said += f", as the last run in {out_dir} asked"
-    return loaded, out_dir, config, said
+        said += f", as the last run in {shown} asked"
+    return loaded, out_dir, source, config, said
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Rebuild a suite's tables from its stored records, without training, for the configuration its last run asked for."""
+    """Rebuild a suite's tables from its stored records (a results directory's, or a bundle's), without training,
+    for the configuration its last run asked for."""
+    from contextlib import nullcontext
+
+    from compbench.bundle import open_results
     from compbench.report import terminal
     from compbench.report.publish import parse_formats, rebuild
 
     formats = parse_formats(args.format)
-    loaded, out_dir, config, said = _report_config(args)
-    skipped: list[str] = []
-    outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config)
+    # The view is closed before an error is shown: a message about a bundle names the bundle, not its temporary copy.
+    with open_results(Path(args.results)) if args.results else nullcontext() as view:
+        loaded, out_dir, source, config, said = _report_config(args, view)
+        skipped: list[str] = []
+        outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config, source=source)
     verdicts = outcome.verdicts
     print(said)
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)
@@ -346,20 +369,24 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
     # As in `run`: --model selects models (a reference selects the model it added, by its id).
     model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
+    from compbench.bundle import open_results
     from compbench.report.publish import claim_results_dir
 
-    # As `run`, before anything trains: the store goes only into compbench's own folder (another suite's
-    # is fine: these commands write no report there, and the store is shared by cell keys).
-    claim_results_dir(out_dir, loaded)
-    summary = run_suite(loaded, out_dir, device=args.device, progress=not args.quiet, threads=args.threads,
-                        model_patterns=model_patterns, command=args.command_line, profile=args.profile)
-    if args.model and not summary.jobs:
-        _err(f"--model {no_model_message(loaded, args.model)}")
-        return EXIT_USAGE
-    print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache ({out_dir / 'store'})")
-    loaded = select(loaded, model_patterns)  # what ran
-    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
-    record_verdicts(out_dir, summary, outcome.verdicts)
+    with open_results(out_dir) as view:  # a bundle as a directory: a temporary copy, so the bundle is never written
+        where = view.directory
+        # As `run`, before anything trains: the store goes only into compbench's own folder (another suite's
+        # is fine: these commands write no report there, and the store is shared by cell keys).
+        claim_results_dir(where, loaded)
+        summary = run_suite(loaded, where, device=args.device, progress=not args.quiet, threads=args.threads,
+                            model_patterns=model_patterns, command=args.command_line, profile=args.profile)
+        if args.model and not summary.jobs:
+            _err(f"--model {no_model_message(loaded, args.model)}")
+            return EXIT_USAGE
+        print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache "
+              + (f"(the bundle {view.label}; cells run here are not kept in it)" if view.is_bundle else f"({out_dir / 'store'})"))
+        loaded = select(loaded, model_patterns)  # what ran
+        outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
+        record_verdicts(where, summary, outcome.verdicts)
     return loaded, summary, outcome
 
 
@@ -503,6 +530,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
             path = write_atomic(out, f"compare.{fmt}", markdown if fmt == "md" else to_json(comparison))
             print(f"wrote {path}", file=sys.stderr)
     return EXIT_FAILED if comparison.fails(args.fail_on) else EXIT_OK
+
+
+def cmd_bundle(args: argparse.Namespace) -> int:
+    """Write one file holding a suite's results: its store (every run and record), the suite file, summary.json, hashes."""
+    from compbench.bundle import write_bundle
+
+    loaded = _load(args)
+    results = Path(args.results) if args.results else Path("results") / loaded.name
+    manifest = write_bundle(results, loaded, Path(args.output))
+    print(f"wrote {args.output}: suite {loaded.name!r}, {manifest['records']} records of {results / 'store'} "
+          f"(bundle format {manifest['bundle_format']}, compbench {manifest['compbench_version']}, "
+          f"suite sha256 {manifest['suite_sha256'][:12]})")
+    return EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -697,8 +737,10 @@ def build_parser() -> argparse.ArgumentParser:
     _threads_option(run)
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rebuild a suite's leaderboard from stored records (no training)")
-    rep.add_argument("--suite", required=True, help="suite name or path")
+    rep.add_argument("--suite", help="suite name or path (not needed with a bundle: it holds its suite)")
     _results_option(rep, deprecated_out=True)
+    rep.add_argument("--report-dir", metavar="DIR",
+                     help="write the report here rather than into the results directory (required when --results is a bundle)")
     _verbosity(rep, "no leaderboard table (the headline, failing expectations and errors only)", "every failed seed's error, not only the first per cell")
     rep.add_argument("--profile", help="report this profile's cells, not those of the profile the last run used (summary.json "
                                       "records it; default: no profile)")
@@ -740,6 +782,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write: md (compare.md, PR-comment sized), json (compare.json), github ($GITHUB_STEP_SUMMARY)")
     cmp.add_argument("--out", metavar="DIR", default=".", help="folder for compare.md and compare.json (default: here)")
     cmp.set_defaults(func=cmd_compare)
+    bnd = sub.add_parser("bundle", help="write one file holding a suite's results (store with every run and record, "
+                                        "suite file, summary.json, hashes) that report and compare read like a directory")
+    bnd.add_argument("--suite", required=True, help="suite name or path")
+    _results_option(bnd, deprecated_out=False)
+    bnd.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write (e.g. kernel-limits.cbz)")
+    bnd.set_defaults(func=cmd_bundle)
     lst = sub.add_parser("list", help="bundled suites and every registered task family, encoding, adapter, claim, report format")
     lst.set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="an adapter's, task family's, encoding's, claim's or report format's parameters")

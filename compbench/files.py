@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from compbench.errors import CompbenchError
@@ -39,6 +40,43 @@ def write_atomic(root: Path, relative: str | Path, data: bytes | str) -> Path:
         try:
             _refuse_non_file(dfd, parts[-1], path, "write")
             _replace(dfd, parts[-1], payload)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise OutputError(_describe(path, "write", exc)) from None
+    return path
+
+
+def build_atomic(root: Path, relative: str | Path, build: Callable[[Path], None]) -> Path:
+    """Have `build` make root/relative at a temporary path beside it, then sync it and rename it over the old one.
+
+    For a file another library writes by its path (SQLite writes a bundle): a reader, or a
+    command killed halfway, sees the old file or the new one, never half of either.
+    """
+    parts = _parts(root, relative, "write")
+    path = Path(root, *parts)
+    tmp = f".{parts[-1]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        dfd = _open_dirs(Path(root), parts[:-1], create=True, verb="write")
+        try:
+            _refuse_non_file(dfd, parts[-1], path, "write")
+            try:
+                build(path.with_name(tmp))
+                fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                for name in (tmp, f"{tmp}-journal", f"{tmp}-wal", f"{tmp}-shm"):
+                    try:
+                        os.unlink(name, dir_fd=dfd)
+                    except OSError:
+                        pass
+                raise
+            os.fsync(dfd)
         finally:
             os.close(dfd)
     except OSError as exc:

@@ -79,7 +79,8 @@ def _valid(root: Path, action: argparse.Action) -> st.SearchStrategy[str]:
         return st.sampled_from(list(action.choices))
     by_dest = {
         "suite": [str(root / "tiny.yaml")], "path": [str(root / "tiny.yaml"), str(root / "bad.yaml")],
-        "out": [str(root / "out1"), str(root / "b.json")], "results": [str(root / "out1"), str(root / "out2")],
+        "out": [str(root / "out1"), str(root / "b.json")], "results": [str(root / "out1"), str(root / "out2"), str(root / "k.cbz")],
+        "output": [str(root / "k.cbz"), str(root / "tiny.yaml"), str(root / "adir")], "report_dir": [str(root / "out3")],
         "baseline": [str(root / "b.json")], "model": MODEL_PATTERNS, "name": ["kernel", "mlp", "additive", "ordered", "md"],
         "model_args": ["kernel=overlap,weights=[0,0.3,1]", "weights=[0,true,1]", "a=1,a=2", "x", "weights=[[[["],
         "format": ["md", "csv", "md,csv", "predictions", "nope"], "profile": ["full", "none"], "address": ["auto"],

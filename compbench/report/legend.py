@@ -28,7 +28,7 @@ def git_commit() -> str | None:
 
 def run_facts(ctx: Any) -> list[tuple[str, str]]:
     """(name, value) rows that date and place the run: date, and the git commit when run from a checkout."""
-    facts = [("date", run_date(ctx.out_dir))]
+    facts = [("date", run_date(ctx.source or ctx.out_dir))]  # the results' date, wherever the report goes
     commit = git_commit()
     if commit:
         facts.append(("git commit", commit))

@@ -66,6 +66,7 @@ def publish(
     skipped: list[str] | None = None,
     verdicts: list[Verdict] | None = None,
     selected: frozenset[tuple[str, str]] | None = None,
+    source: Path | None = None,
 ) -> tuple[list[Verdict], list[Path]]:
     """Evaluate the suite's expectations on the records and run the report writers asked for.
 
@@ -81,6 +82,7 @@ def publish(
     another suite's is refused (ForeignResultsError) before anything is written.
     `selected`: the (model, task) pairs a partial run selected (`SuiteOutcome.selected`): a plot
     that shows any other cell is never deleted by this report (None: the report is of the whole suite).
+    `source`: the folder the records were read from, when not `out_dir` (`rebuild` from a bundle).
     """
     records = as_records(records)
     if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
@@ -91,7 +93,7 @@ def publish(
     # The suite's name is written whatever the summary says: it is what claims the directory.
     kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
     write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
-    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected)
+    ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected, source=source)
     inputs = inputs_digest(loaded, records, verdicts, formats, selected)
     manifest = _read_manifest(out_dir)
     written: dict[str, list[Path]] = {}
@@ -463,26 +465,28 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
 
 def rebuild(
     out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
-    *, profile: str | None = None, config: RunConfig | None = None,
+    *, profile: str | None = None, config: RunConfig | None = None, source: Path | None = None,
 ):  # -> tuple[SuiteOutcome, list[Path]]
     """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files.
 
     `config`: the configuration `loaded` was built with (`report.run_config`), recorded in summary.json
-    as the one the report states; None keeps what summary.json says.
+    as the one the report states; None keeps what summary.json says. `source`: the folder whose store
+    and summary.json are read (a bundle's copy, `compbench.bundle.open_results`); None: `out_dir`.
     """
     from compbench.outcome import stored_outcome
 
+    source = out_dir if source is None else source
     check_owner(out_dir, loaded, claim=False)  # publish claims it: a report with no results makes no folder
-    outcome = stored_outcome(loaded, out_dir, profile=profile)
+    outcome = stored_outcome(loaded, source, profile=profile)
     records = outcome.records
     if not records:
         raise NoResultsError(
             f"no stored results for suite {loaded.name!r}"
             + (f" with profile {profile!r}" if profile else "")
-            + f" in {out_dir / 'store'}; run `compbench run --suite {loaded.name}"
+            + f" in {source / 'store'}; run `compbench run --suite {loaded.name}"
             + (f" --profile {profile}" if profile else "") + "` first"
         )
-    summary = _read_json(out_dir, SUMMARY_FILE)
+    summary = _read_json(source, SUMMARY_FILE)
     if config is not None:
         summary.update(config.facts())
     summary.setdefault("device", records[0].device)
@@ -495,5 +499,6 @@ def rebuild(
     stale = [c.record for c in outcome.cells if c.state is CellState.STALE and c.record is not None]
     summary["computed_by"] = ", ".join(sorted({f"compbench {r.version}" if r.version else "compbench 0.1.0 (record schema 1)"
                                                for r in stale}))
-    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts)
+    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
+                       source=source)
     return outcome, paths

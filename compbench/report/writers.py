@@ -37,6 +37,7 @@ class ReportContext:
     formats: tuple[str, ...] = DEFAULT_FORMATS
     extra: dict[str, Any] = field(default_factory=dict)
     selected: frozenset[tuple[str, str]] | None = None  # a partial run's (model, task) pairs: plots of others are kept
+    source: Path | None = None  # the folder the results were read from (a bundle's copy), when not out_dir
 
     def write_file(self, relative: str, data: bytes | str) -> Path:
         """Write a report file under out_dir atomically (see compbench.files); return its path."""

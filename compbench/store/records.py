@@ -557,6 +557,26 @@ class ResultStore:
         return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
                 for key, model, task, _seed, group in cells if key in found]
 
+    def copy_to(self, target: Path) -> bool:
+        """A consistent snapshot of the store (every row, superseded ones and runs included) as the new SQLite file
+        `target`, without claims or a write-ahead log; False when there is no store to copy.
+
+        SQLite's backup API: a run writing to the store meanwhile is neither blocked nor half copied.
+        """
+        with self._errors():
+            db = self._connect(create=False)
+            if db is None:
+                return False
+            out = sqlite3.connect(target, isolation_level=None)
+            try:
+                db.backup(out)
+                out.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+                if "claims" in {n for (n,) in out.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+                    out.execute("DELETE FROM claims")  # the jobs of processes on this machine, meaningless elsewhere
+            finally:
+                out.close()
+        return True
+
     def close(self) -> None:
         """Close the database connection."""
         if self._db is not None:

@@ -1,0 +1,212 @@
+"""Issue #37 item 4: `compbench bundle` writes one file that `report`, `compare` and `check` read as they read a directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from compbench.bundle import _content_sha256
+from compbench.cli import main
+from tiny_suites import kernel_suite
+
+STORED = 1577836800.0  # 2020-01-01 00:00 UTC
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "compare-runs.md"
+
+
+def run(suite: Path, results: Path, *extra: str) -> None:
+    assert main(["run", "--suite", str(suite), "--results", str(results), "-q", "--device", "cpu", *extra]) in (0, 1)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file of a report folder by its relative path (the store apart: a report from a bundle has none)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.relative_to(folder).parts[0] != "store"}
+
+
+@pytest.fixture
+def made(tmp_path, capsys):
+    """A results directory of a kernel suite, and its bundle."""
+    suite = tmp_path / "k.yaml"
+    suite.write_text(kernel_suite("k", "leak", "chance"))
+    run(suite, tmp_path / "A")
+    for f in (tmp_path / "A" / "store").iterdir():  # results stored on a known day, which their report must state
+        os.utime(f, (STORED, STORED))
+    assert main(["bundle", "--suite", str(suite), "--results", str(tmp_path / "A"), "-o", str(tmp_path / "a.cbz")]) == 0
+    capsys.readouterr()
+    return suite, tmp_path / "A", tmp_path / "a.cbz"
+
+
+def test_the_report_from_a_bundle_is_byte_identical_to_the_report_from_its_directory(made, tmp_path, capsys):
+    suite, results, bundle = made
+    with sqlite3.connect(bundle) as db:
+        manifest = dict(db.execute("SELECT name, value FROM bundle"))
+        carried = {n: bytes(d) for n, d in db.execute("SELECT name, data FROM bundle_files")}
+        assert db.execute("SELECT COUNT(*) FROM claims").fetchone() == (0,)
+    assert manifest["kind"] == "compbench-bundle" and manifest["bundle_format"] == "1" and manifest["suite"] == "k"
+    assert manifest["suite_sha256"] == sha(suite) and manifest["records"] == "4" and manifest["store_layout"] == "2"
+    assert carried == {"suite.yaml": suite.read_bytes(), "summary.json": (results / "summary.json").read_bytes()}
+    before = sha(bundle)
+    assert main(["report", "--suite", str(suite), "--results", str(results), "-q"]) == 0
+    assert main(["report", "--results", str(bundle), "--report-dir", str(tmp_path / "R"), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert f"suite 'k' from {bundle} (its suite file k.yaml)" in err
+    mine, theirs = files(tmp_path / "R"), files(results)
+    assert sorted(mine) == sorted(theirs) and "leaderboard.md" in mine and "summary.json" in mine
+    # What may differ: the date row of leaderboard.md and .html (the minute of the store's last write, as the
+    # directory's store file says it now and as the bundle recorded it), and the manifest's hashes of those two files.
+    dated = ("leaderboard.md", "leaderboard.html", ".report/manifest.json")
+    assert [name for name in mine if mine[name] != theirs[name] and name not in dated] == []
+    undate = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    for name in dated[:2]:
+        assert undate.sub(b"DATE", mine[name]) == undate.sub(b"DATE", theirs[name]), name
+    assert float(manifest["stored"]) == STORED
+    assert "| date          | 2020-01-01 00:00 UTC |" in mine["leaderboard.md"].decode()  # the results' date, not the report's
+    assert sha(bundle) == before  # read from a private copy: never written
+
+
+def test_compare_and_run_ids_read_a_bundle_as_its_directory(made, tmp_path, capsys):
+    suite, results, bundle = made
+    worse = tmp_path / "b.yaml"
+    worse.write_text(suite.read_text().replace("[0.0, 0.4, 1.0]", "[0.0, 0.0, 1.0]"))
+    run(worse, results)  # a second run into the same store: the first run's records are kept
+    assert main(["bundle", "--suite", str(worse), "--results", str(results), "-o", str(bundle)]) == 0  # replaces the bundle
+    capsys.readouterr()
+    docs = []
+    for a, b in ((str(tmp_path / "A"), str(bundle)), (str(bundle), str(results))):
+        assert main(["compare", a, b, "--format", "json", "--out", str(tmp_path)]) == 0
+        docs.append(json.loads((tmp_path / "compare.json").read_text()))
+    assert docs[0]["counts"] == docs[1]["counts"] == {"fixed": 0, "gone": 0, "new": 0, "regressed": 0, "unchanged": 4}
+    with sqlite3.connect(bundle) as db:
+        first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
+        assert db.execute("SELECT COUNT(*) FROM records").fetchone() == (6,)  # both runs' overlap cells
+    assert main(["compare", first, second, "--results", str(bundle), "--format", "json", "--out", str(tmp_path),
+                 "--fail-on", "regressed"]) == 1
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    assert {f"{c['model']} on {c['task']}": c["status"] for c in doc["cells"]}["overlap on add"] == "regressed"
+    assert doc["flips"] == [{"expectation": "leak", "subject": "overlap", "task": "add", "a": "PASS", "b": "FAIL"}]
+
+
+def test_check_and_baseline_read_a_bundle_and_never_write_it(made, tmp_path, capsys):
+    suite, _, bundle = made
+    before = sha(bundle)
+    base = tmp_path / "base.json"
+    assert main(["baseline", "record", "--suite", str(suite), "--results", str(bundle), "--out", str(base), "-q",
+                 "--device", "cpu"]) == 0
+    assert main(["check", "--suite", str(suite), "--results", str(bundle), "--baseline", str(base), "-q",
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("k: 0 cells run, 4 reused from the cache (the bundle") == 2
+    assert "0 regressed" in out and sha(bundle) == before
+
+
+def test_a_bundle_whose_store_an_older_compbench_wrote_is_read_as_it_is(made, tmp_path, capsys):
+    suite, results, _ = made
+    old = tmp_path / "old"
+    (old / "store").mkdir(parents=True)
+    with sqlite3.connect(results / "store" / "records.sqlite") as db:
+        rows = db.execute("SELECT key, suite, status, created, record FROM records ORDER BY id").fetchall()
+    with sqlite3.connect(old / "store" / "records.sqlite") as db:  # layout 1: no runs table, no superseded column
+        db.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT)")
+        db.execute("CREATE TABLE records (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, suite TEXT, status TEXT,"
+                   " created REAL, record TEXT NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        db.executemany("INSERT INTO records (key, suite, status, created, record) VALUES (?, ?, ?, ?, ?)", rows)
+    assert main(["bundle", "--suite", str(suite), "--results", str(old), "-o", str(tmp_path / "old.cbz")]) == 0
+    assert main(["report", "--results", str(tmp_path / "old.cbz"), "--report-dir", str(tmp_path / "R"), "-q",
+                 "--format", "csv"]) == 0
+    assert "k: 4 cells (4 ok); expectations 2/2 pass" in capsys.readouterr().out
+    assert (tmp_path / "R" / "records.csv").read_bytes() == (results / "records.csv").read_bytes()
+
+
+def _edit(bundle: Path, *statements: str, rehash: bool = False) -> None:
+    with sqlite3.connect(bundle) as db:
+        for statement in statements:
+            db.execute(statement)
+        if rehash:
+            db.execute("UPDATE bundle SET value = ? WHERE name = 'content_sha256'", (_content_sha256(db),))
+
+
+def test_foreign_damaged_and_newer_files_are_one_line_and_exit_2(made, tmp_path, capsys):
+    suite, results, bundle = made
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE t (x)")
+    cases = {"garbage": (b"not a bundle\n" * 10, "not an SQLite file"),
+             "store": ((results / "store" / "records.sqlite").read_bytes(), "a compbench store, not a bundle"),
+             "other": (other.read_bytes(), "another program"),
+             "truncated": (bundle.read_bytes()[:5000], "damaged"),
+             "empty": (b"", "not an SQLite file")}
+    for name, (data, why) in cases.items():
+        (tmp_path / f"{name}.cbz").write_bytes(data)
+    edits = {"newer": (["UPDATE bundle SET value = '2' WHERE name = 'bundle_format'"], "upgrade compbench"),
+             "edited": (["UPDATE records SET record = replace(record, '\"seed\": 0', '\"seed\": 7')"], "do not match"),
+             "newer-store": (["UPDATE bundle SET value = '3' WHERE name = 'store_layout'"], "store has layout 3"),
+             "suite": (["UPDATE bundle_files SET data = X'00' WHERE name = 'suite.yaml'"], "suite.yaml does not match")}
+    for name, (statements, why) in edits.items():
+        (tmp_path / f"{name}.cbz").write_bytes(bundle.read_bytes())
+        _edit(tmp_path / f"{name}.cbz", *statements)
+        cases[name] = (b"", why)
+    for name, (_, why) in cases.items():
+        path = str(tmp_path / f"{name}.cbz")
+        for argv in (["report", "--results", path, "--report-dir", str(tmp_path / "R")],
+                     ["compare", path, str(results)], ["compare", "some-run", "other-run", "--results", path]):
+            capsys.readouterr()
+            assert main(argv) == 2, (name, argv)
+            err = capsys.readouterr().err
+            assert err.startswith(f"compbench: {path}: ") and len(err.strip().splitlines()) == 1 and why in err, (name, err)
+    assert not (tmp_path / "R").exists()
+    # A bundle is never written into, nor a file that is not a bundle replaced by one.
+    for argv, why in ((["report", "--results", str(bundle)], "give --report-dir DIR"),
+                      (["report", "--results", str(bundle), "--report-dir", str(bundle)], "is the bundle itself"),
+                      (["bundle", "--suite", str(suite), "--results", str(results), "-o", str(suite)], "is not a compbench bundle"),
+                      (["bundle", "--suite", str(suite), "--results", str(tmp_path / "none"), "-o", str(tmp_path / "n.cbz")],
+                       "no compbench store")):
+        before = suite.read_bytes()
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("compbench: ") and why in err[-1] and "Traceback" not in "".join(err), err
+        assert suite.read_bytes() == before
+    assert not (tmp_path / "n.cbz").exists()
+
+
+def test_the_how_to_example_of_a_bundle_runs_as_written(tmp_path, capsys, monkeypatch):
+    text = DOCS.read_text(encoding="utf-8")
+    before = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    Path("before.yaml").write_text(before)
+    Path("after.yaml").write_text(before.replace("[0.0, 0.4, 1.0]", "[0.0, 0.0, 1.0]"))
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    codes = []
+    for block in blocks:
+        for line in block.strip().splitlines():
+            assert line.startswith("compbench ")
+            codes.append(main(line.split()[1:]))
+    assert codes[-3:] == [0, 0, 1]  # bundle, report from it, compare it with the pull request (a regression)
+    undate = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")  # the date row may differ (a minute can turn)
+    assert undate.sub(b"", Path("main-report/leaderboard.md").read_bytes()) == \
+        undate.sub(b"", Path("results/main/leaderboard.md").read_bytes())
+
+
+def test_a_message_about_a_bundle_names_the_bundle_not_its_temporary_copy(made, tmp_path, capsys):
+    suite, results, _ = made
+    empty = tmp_path / "E"
+    (empty / "store").mkdir(parents=True)
+    (empty / "store" / "records.sqlite").write_bytes((results / "store" / "records.sqlite").read_bytes())
+    with sqlite3.connect(empty / "store" / "records.sqlite") as db:
+        db.execute("DELETE FROM records")
+    assert main(["bundle", "--suite", str(suite), "--results", str(empty), "-o", str(tmp_path / "e.cbz")]) == 0
+    capsys.readouterr()
+    assert main(["report", "--results", str(tmp_path / "e.cbz"), "--report-dir", str(tmp_path / "R")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"compbench: no stored results for suite 'k' in {tmp_path / 'e.cbz'}; run `compbench run --suite k` first"
