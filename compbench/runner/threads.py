@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compbench import thread_scope
+
 __all__ = [
     "MAX_THREADS", "TORCH_DEFAULT", "Applied", "ThreadPlan", "apply_in_this_process", "apply_in_worker", "cgroup_cpu_limit",
     "choose_threads", "current_threads", "plan_for_run", "restore", "usable_cores",
@@ -159,6 +161,7 @@ def apply_in_this_process(plan: ThreadPlan) -> Applied:
 
     before = int(torch.get_num_threads())
     _set_torch(torch, plan if fresh else ThreadPlan(plan.intra, None, plan.source))
+    thread_scope.run_started()  # compbench's library calls inside the run leave its plan alone
     return Applied(before, _limit_blas(plan.intra))
 
 
@@ -188,6 +191,7 @@ def restore(applied: Applied | None) -> None:
     """
     if applied is None:
         return
+    thread_scope.run_ended()
     if applied.blas is not None:
         for i in range(len(_blas_limits) - 1, -1, -1):
             if _blas_limits[i][1] is applied.blas:
@@ -210,4 +214,5 @@ def apply_in_worker(plan: ThreadPlan) -> None:
     except ImportError:  # pragma: no cover - torch is a dependency
         return
     _set_torch(torch, plan)
+    thread_scope.run_started()  # for the worker's life
     _limit_blas(plan.intra)  # a forked worker inherits BLAS pools already loaded: the environment is too late for them

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compbench.thread_scope import one_thread
+
 __all__ = ["relu_kernels", "relu_nngp", "relu_ntk", "standard_mlp_ntk"]
 
 
@@ -96,6 +98,7 @@ def _from_norms(q_ab: np.ndarray, q_aa: np.ndarray, same: tuple[np.ndarray, np.n
         q_ab[rows, cols] = q_aa[rows]
 
 
+@one_thread
 def relu_kernels(
     x_a: np.ndarray,
     x_b: np.ndarray | None = None,
@@ -150,6 +153,7 @@ def relu_kernels(
     return nngp, ntk
 
 
+@one_thread
 def relu_nngp(
     x_a: np.ndarray,
     x_b: np.ndarray | None = None,
@@ -161,6 +165,7 @@ def relu_nngp(
     return relu_kernels(x_a, x_b, depth, sigma_w2, sigma_b2)[0]
 
 
+@one_thread
 def relu_ntk(
     x_a: np.ndarray,
     x_b: np.ndarray | None = None,
@@ -172,6 +177,7 @@ def relu_ntk(
     return relu_kernels(x_a, x_b, depth, sigma_w2, sigma_b2)[1]
 
 
+@one_thread
 def standard_mlp_ntk(
     x_a: np.ndarray,
     x_b: np.ndarray | None = None,

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from compbench.thread_scope import one_thread
 
+
+@one_thread
 def linearised_gd(
     K_train: np.ndarray,
     K_eval: np.ndarray,

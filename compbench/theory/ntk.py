@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from compbench.errors import CompbenchError
 from compbench.stage_progress import report
+from compbench.thread_scope import one_thread
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
     import torch
@@ -668,6 +669,7 @@ def _output_width(module: torch.nn.Module, x: torch.Tensor | None) -> int:
     )
 
 
+@one_thread
 def empirical_ntk(
     module: torch.nn.Module,
     x_a: torch.Tensor,

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from compbench.theory.ntk import eval_mode
+from compbench.thread_scope import one_thread
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
     import torch
@@ -302,6 +303,7 @@ def _as_targets(y: Any, n: int, name: str) -> np.ndarray:
     return arr
 
 
+@one_thread
 def ntk_cg_regression(
     module: torch.nn.Module,
     x_train: Any,

@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 
+from compbench.thread_scope import one_thread
+
 __all__ = [
     "DEFAULT_RCOND", "SymmetricFactor", "TruncatedSVD", "factor_of", "is_symmetric", "kernel_regression", "kernel_svm",
     "kernel_svr", "solves_min_norm",
@@ -238,6 +240,7 @@ def _dual_coefficients(
     return np.linalg.solve(A, residual)
 
 
+@one_thread
 def kernel_regression(
     K_train: np.ndarray,
     K_cross: np.ndarray,
@@ -309,6 +312,7 @@ def _libsvm_fit(Kt: np.ndarray, Kc: np.ndarray, y: np.ndarray, svm_type: int, C:
     return decision, bool(converged)
 
 
+@one_thread
 def kernel_svm(
     K_train: np.ndarray,
     K_cross: np.ndarray,
@@ -325,6 +329,7 @@ def kernel_svm(
     return -decision, converged
 
 
+@one_thread
 def kernel_svr(
     K_train: np.ndarray,
     K_cross: np.ndarray,
