@@ -110,8 +110,9 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
                 shared = (K_tt, adapter.kernel(enc.evaluate, enc.train))
                 shared_problems = [ContractBreak(p.name, f"kernel(): {p.message}") for p in check_kernels(shared, n_train, n_eval, enc.evaluate.n_outputs if enc.evaluate.vector_output else None)]
         stage = "seed variance"
-        theory_variance, theory_sd = (_seed_variance(adapter, job, shared, options) if shared is not None and not shared_problems
-                                      else (None, {}))
+        shared_factor = _SharedFactor(shared)  # the seeds' Gram, factored at most once for the theory and its spread
+        theory_variance, theory_sd = (_seed_variance(adapter, job, shared, options, shared_factor)
+                                      if shared is not None and not shared_problems else (None, {}))
     except InvalidModelError as exc:
         return failed_records(job, device, str(exc), status="skipped" if job.model.skip_invalid else "error",
                               wall_time=time.perf_counter() - start)
@@ -121,7 +122,6 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
         return failed_records(job, device, _exception_error(stage, exc), wall_time=time.perf_counter() - start)
     train_wall = (time.perf_counter() - start) / len(job.seeds)
     records = []
-    shared_factor = _SharedFactor(shared)
     ident = _job_identity(job, device)  # once per job: a batch of millisecond jobs pays for every dict
     for seed, key, fit in zip(job.seeds, job.keys, fitted):
         t0 = time.perf_counter()
@@ -151,7 +151,8 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
     return records
 
 
-def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any]) -> tuple[list[float | None] | None, dict[str, float]]:
+def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any],
+                   shared_factor: _SharedFactor) -> tuple[list[float | None] | None, dict[str, float]]:
     """What the NTK-GP (compbench.theory.seed_variance) predicts of the spread over seeds: each held-out cell's
     variance (None elsewhere), and the standard deviation of the held-out score where it has a closed form
     (heldout_r2 of a scalar regression task).
@@ -172,8 +173,9 @@ def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any])
     nngp_train = adapter.init_kernel(enc.train, enc.train)
     if nngp_train is None:
         return None, {}
+    factor = shared_factor.get(shared)
     cov = ntk_gp_covariance(shared[0], shared[1], nngp_train, adapter.init_kernel(enc.evaluate, enc.train),
-                            adapter.init_kernel(enc.evaluate, enc.evaluate))
+                            adapter.init_kernel(enc.evaluate, enc.evaluate), factor=factor)
     cells = cell_mean_covariance(cov, enc.evaluate.cell_ids, len(data.cells))
     var = np.diag(cells)
     test = np.asarray(data.test_mask, dtype=bool)
@@ -181,7 +183,7 @@ def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any])
     sd: dict[str, float] = {}
     if data.kind == "regression" and not enc.train.vector_output and data.samples is None:
         # the seeds' mean prediction is the centred theory's, Θ(x,X)Θ⁺y; R² as scoring computes it on the cells
-        mean = np.bincount(enc.evaluate.cell_ids, weights=kernel_regression(shared[0], shared[1], enc.train.y),
+        mean = np.bincount(enc.evaluate.cell_ids, weights=kernel_regression(shared[0], shared[1], enc.train.y, factor=factor),
                            minlength=len(data.cells)) / np.bincount(enc.evaluate.cell_ids, minlength=len(data.cells))
         y = np.asarray(data.y, dtype=np.float64)[test]
         ss_tot = float(np.sum((y - y.mean()) ** 2))

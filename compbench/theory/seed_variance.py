@@ -12,6 +12,8 @@ von Oswald 2022 split it further):
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["cell_mean_covariance", "ntk_gp_covariance", "r2_sd"]
@@ -23,11 +25,13 @@ def ntk_gp_covariance(
     nngp_train: np.ndarray,
     nngp_cross: np.ndarray,
     nngp_eval: np.ndarray,
+    factor: Any = None,
 ) -> np.ndarray:
     """Covariance over inits (n_eval × n_eval) of the trained lazy network's outputs at the evaluation inputs.
 
     `ntk_cross`, `nngp_cross`: (n_eval × n_train); `nngp_eval`: (n_eval × n_eval). Θ⁺ is the same
     pseudo-inverse the theory prediction uses, so a singular Θ leaves f₀'s unlearned part in the spread.
+    `factor`: ntk_train's SymmetricFactor when the caller has one (the seeds' shared Gram is factored once).
     """
     from compbench.theory.regression import SymmetricFactor
 
@@ -38,7 +42,7 @@ def ntk_gp_covariance(
     if Kt.shape != (n_train, n_train) or St.shape != Kt.shape or Sc.shape != Kc.shape or Se.shape != (n_eval, n_eval):
         raise ValueError(f"kernel shapes do not fit: NTK {Kt.shape}, {Kc.shape}; NNGP {St.shape}, {Sc.shape}, {Se.shape}")
     Kt = (Kt + Kt.T) / 2  # the factor needs an exactly symmetric Gram
-    A = SymmetricFactor(Kt).pinv_apply(Kc.T).T  # Θ(x,X)Θ⁺, (n_eval × n_train)
+    A = (factor if factor is not None else SymmetricFactor(Kt)).pinv_apply(Kc.T).T  # Θ(x,X)Θ⁺, (n_eval × n_train)
     cross = A @ Sc.T  # A Σ(X, x')
     cov = Se - cross - cross.T + A @ St @ A.T
     return (cov + cov.T) / 2
