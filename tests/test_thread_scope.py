@@ -11,6 +11,12 @@ from compbench import thread_scope  # noqa: E402
 from compbench.theory import empirical_ntk, kernel_regression  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def no_run_in_force(monkeypatch):
+    """As in a user's own process: no run's plan in force (other tests in this process may leave one, e.g. a worker's)."""
+    monkeypatch.setattr(thread_scope, "_RUNS", [0])
+
+
 def _threads_seen_inside(monkeypatch, env: str | None) -> tuple[int, int]:
     """torch's thread count inside an empirical_ntk call (seen by the module's forward) and after it."""
     if env is None:
