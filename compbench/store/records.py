@@ -208,6 +208,18 @@ def _describe(path: Path, exc: BaseException) -> str:
     return f"{path}: SQLite error {name or type(exc).__name__}: {exc}; {advice}"
 
 
+
+@contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back on any exception (Ctrl-C too)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
 class ResultStore:
     """Records of one results directory in `<dir>/records.sqlite`."""
 
@@ -299,16 +311,11 @@ class ResultStore:
         elif not create:
             return False  # an empty file: nothing stored yet, and a reader does not create tables
         if create and (not {"meta", "records", "claims"} <= tables):
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(db):
                 for statement in _TABLES.values():
                     db.execute(statement)
                 db.execute("CREATE INDEX IF NOT EXISTS records_key ON records (key)")
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
             if not tables:
                 self._layout = SCHEMA_VERSION
         if create and self._layout < SCHEMA_VERSION:
@@ -320,8 +327,7 @@ class ResultStore:
 
     def _migrate(self, db: sqlite3.Connection) -> None:
         """Layout 1 → 2 in one transaction, keeping every row: the run and superseded columns, the runs table."""
-        db.execute("BEGIN IMMEDIATE")
-        try:
+        with _immediate(db):
             (version,) = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
             if int(version) < SCHEMA_VERSION:  # another process may have migrated it since this one looked
                 columns = {row[1] for row in db.execute("PRAGMA table_info(records)")}
@@ -332,10 +338,6 @@ class ResultStore:
                 # Layout 1 deleted a key's older rows as it stored a newer one: at most one row per key is current.
                 db.execute("UPDATE records SET superseded = 1 WHERE id NOT IN (SELECT MAX(id) FROM records GROUP BY key)")
                 db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
         self._layout = SCHEMA_VERSION
 
     @property
@@ -371,14 +373,9 @@ class ResultStore:
                 db.execute("ROLLBACK")
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
-            db.execute("BEGIN IMMEDIATE")
-            try:
+            with _immediate(db):
                 self._check_same_file()
                 yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
 
     def open(self, write: bool = False) -> None:
         """Open the store now (creating it when `write`), so a file that cannot be used fails early.
