@@ -4,31 +4,17 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from compbench.cli import main
 from compbench.store import ResultStore
+from tiny_suites import NET
 
 pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
 
-NET = textwrap.dedent('''
-    import torch
-    from torch import nn
-
-
-    class Net(nn.Module):
-        def __init__(self, in_shape, n_out):
-            super().__init__()
-            self.hidden = nn.Linear(in_shape[0], 8)
-            self.out = nn.Linear(8, n_out)
-
-        def forward(self, x):
-            return self.out(torch.relu(self.hidden(x)))
-''')
 SUITE = """\
 name: filemodels
 seeds: 2

@@ -7,50 +7,22 @@ in a subprocess where the process itself is under test (a closed pipe).
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import dataclasses
-import io
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from compbench.cli import main
-from compbench.limits import MAX_SEED, limits, set_limits
+from compbench.limits import MAX_SEED
+from tiny_suites import Result, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@dataclasses.dataclass
-class Result:
-    rc: int | None
-    out: str
-    err: str
-
-    @property
-    def text(self) -> str:
-        return self.out + self.err
-
-
-def cli(*argv: str) -> Result:
-    """`compbench ARGV` in this process: exit code and captured output (limits restored afterwards)."""
-    saved = limits()
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(list(argv))
-            except SystemExit as exc:  # argparse's usage errors
-                rc = exc.code
-    finally:
-        set_limits(**dataclasses.asdict(saved))
-    return Result(rc, out.getvalue(), err.getvalue())
 
 
 TINY = """\

@@ -8,32 +8,17 @@ failing `run --profile alt` green by judging the default profile, or drop a mode
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from compbench.cli import main
-from tiny_suites import kernel_suite
+from tiny_suites import NET, kernel_suite
 
 # Under the alt profile the overlap kernel keeps no less than it leaks (slope 0.5/0.5 = 1): `leak` fails there only.
 PROFILED = kernel_suite("reportcfg", "leak", relu=False) + "profiles:\n  alt:\n    params: {overlap: {weights: [0.0, 0.5, 1.0]}}\n"
 
-NET = textwrap.dedent('''
-    import torch
-    from torch import nn
-
-
-    class Net(nn.Module):
-        def __init__(self, in_shape, n_out):
-            super().__init__()
-            self.hidden = nn.Linear(in_shape[0], 8)
-            self.out = nn.Linear(8, n_out)
-
-        def forward(self, x):
-            return self.out(torch.relu(self.hidden(x)))
-''')
 
 
 @pytest.fixture

@@ -7,41 +7,16 @@ or the public API (`compbench.parse_suite`, `compbench.evaluate`).
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import io
 import time
 from pathlib import Path
 
 import pytest
-from tiny_suites import TINY
+from tiny_suites import TINY, Result, cli
 
 import compbench
-from compbench.cli import main
-from compbench.limits import limits, set_limits
 from compbench.suite import SuiteError
 
 
-@dataclasses.dataclass
-class Result:
-    rc: int | None
-    out: str
-    err: str
-
-
-def cli(*argv: str) -> Result:
-    """`compbench ARGV` in this process: exit code and captured output (limits restored afterwards)."""
-    saved = limits()
-    out, err = io.StringIO(), io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(list(argv))
-            except SystemExit as exc:
-                rc = exc.code
-    finally:
-        set_limits(**dataclasses.asdict(saved))
-    return Result(rc, out.getvalue(), err.getvalue())
 
 
 def refused(res: Result, *says: str) -> str:

@@ -4,8 +4,6 @@ shows them as inert text and the terminal receives no control sequence, while th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from tiny_suites import kernel_suite
 

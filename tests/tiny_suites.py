@@ -1,4 +1,10 @@
-"""Scenario suites more than one test file runs (a module beside the tests, imported by name: tests are not a package)."""
+"""Scenario suites and helpers more than one test file uses (a module beside the tests, imported by name: tests are not
+a package): the suites, a file model's source, and `cli`, the CLI run in this process with its output captured."""
+
+import contextlib
+import dataclasses
+import io
+import textwrap
 
 TINY = """\
 name: tiny
@@ -63,3 +69,51 @@ expectations:
   - {id: spread, source: {paper: compbench, threshold: a test fixture}, claim: near, metric: seed_var_ratio, target: 1.0,
      tolerance: 0.45, models: ["*"], tasks: [add]}
 """
+
+
+# A file model: a one-hidden-layer ReLU network of width 8, as a user writes one (`net.py:Net`).
+NET = textwrap.dedent('''
+    import torch
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self, in_shape, n_out):
+            super().__init__()
+            self.hidden = nn.Linear(in_shape[0], 8)
+            self.out = nn.Linear(8, n_out)
+
+        def forward(self, x):
+            return self.out(torch.relu(self.hidden(x)))
+''')
+
+
+@dataclasses.dataclass
+class Result:
+    """A command's exit code and captured output."""
+
+    rc: int | None
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+
+def cli(*argv: str) -> Result:
+    """`compbench ARGV` in this process: exit code and captured output (limits restored afterwards)."""
+    from compbench.cli import main
+    from compbench.limits import limits, set_limits
+
+    saved = limits()
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(argv))
+            except SystemExit as exc:  # argparse's usage errors
+                rc = exc.code
+    finally:
+        set_limits(**dataclasses.asdict(saved))
+    return Result(rc, out.getvalue(), err.getvalue())

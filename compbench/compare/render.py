@@ -23,7 +23,7 @@ def _num(x: float) -> str:
 def to_markdown(c: Comparison, most: int = MAX_ROWS) -> str:
     """The comparison as markdown: counts, changed cells (beside any model change), verdict flips, metadata, averages."""
     counts = ", ".join(f"{c.count(s)} {s}" for s in STATUSES)
-    lines = [f"## compbench compare", "", f"A: {md_cell(c.a.label)}  ", f"B: {md_cell(c.b.label)}", "",
+    lines = ["## compbench compare", "", f"A: {md_cell(c.a.label)}  ", f"B: {md_cell(c.b.label)}", "",
              f"**{len(c.cells)} cell{'' if len(c.cells) == 1 else 's'}**: {counts}.", ""]
     shown = [x for x in c.cells if x.status != "unchanged" or x.model_change]
     if shown:
