@@ -1,4 +1,4 @@
-"""The `compbench` command: run, report, check, baseline, compare, bundle, list, show, validate."""
+"""The `compbench` command: run, report, check, baseline, compare, history, bundle, list, show, validate."""
 
 from __future__ import annotations
 
@@ -71,6 +71,17 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """An argparse `type=`: a number strictly between 0 and 1 (a false-discovery level)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number between 0 and 1 (e.g. 0.05), got {text!r}")
     return value
 
 
@@ -432,17 +443,23 @@ def cmd_baseline_record(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """Compare a run with a baseline; exit 1 when a cell regressed, failed, lost seeds, or is missing or new,
     or when the suite's own outcome fails (a failed expectation, as `run` would report it)."""
-    from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows
+    from compbench.check import Baseline, baseline_from_records, cell_summaries, compare, format_rows, gate_by_fdr
+    from compbench.history import parse_history_spec
     from compbench.suite import resolve_bundled
 
-    # A bare name is a bundled baseline, by --suite's rule (a same-named ./baselines/NAME.json is an
-    # ambiguity, refused); the file found is said, and every later use (--update too) is of that path.
-    found = resolve_bundled("baselines", args.baseline, "--baseline")
-    if str(found) != args.baseline:
-        print(f"baseline {args.baseline!r} from {found}", file=sys.stderr)
-        args.baseline = str(found)
-    baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
-    baseline.check_profile(Path(args.baseline), args.profile)  # and one of another profile, before anything runs
+    if parse_history_spec(args.baseline) is not None:
+        baseline = _history_reference(args)  # the trailing runs, read before this check adds its own
+        if isinstance(baseline, int):
+            return baseline
+    else:
+        # A bare name is a bundled baseline, by --suite's rule (a same-named ./baselines/NAME.json is an
+        # ambiguity, refused); the file found is said, and every later use (--update too) is of that path.
+        found = resolve_bundled("baselines", args.baseline, "--baseline")
+        if str(found) != args.baseline:
+            print(f"baseline {args.baseline!r} from {found}", file=sys.stderr)
+            args.baseline = str(found)
+        baseline = Baseline.read(Path(args.baseline))  # refuses empty and malformed baselines (exit 2)
+        baseline.check_profile(Path(args.baseline), args.profile)  # and one of another profile, before anything runs
     result = _run_for_check(args, baseline.suite)
     if isinstance(result, int):
         return result
@@ -453,8 +470,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     print_fit_warnings(loaded, outcome.records)  # a warning: the exit code is the comparison's and the outcome's
     rows = compare(baseline, cell_summaries(outcome.records), k=args.k, allow_new=args.allow_new)
-    if args.verbose or any(r.verdict != "ok" for r in rows):
-        print(format_rows(rows, only_notable=not args.verbose))
+    if args.fdr is not None:
+        rows = gate_by_fdr(rows, args.fdr)
+    if args.verbose or any(r.verdict != "ok" or r.kse_verdict not in ("", "ok") for r in rows):
+        print(format_rows(rows, only_notable=not args.verbose, fdr=args.fdr))
+    tested = sum(math.isfinite(r.p_value) for r in rows)
+    print(f"gate: Benjamini–Hochberg at q = {args.fdr:g} over {tested} one-sided Welch p-values, each metric's floor "
+          "kept (the k·SE verdict shown beside)" if args.fdr is not None else
+          f"gate: k·SE ({f'k = {args.k:g}' if args.k else 'k per metric, 2.5 by default'}) with each metric's floor")
     failed = [r for r in rows if r.failed]
     for r in failed:
         print(f"  {r.line()}")
@@ -477,6 +500,50 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"{'FAILED' if failed or not outcome.passed else 'passed'}{' (baseline updated)' if args.update and not failed else ''}")
     _print_outcome(outcome)
     return code
+
+
+def _history_reference(args: argparse.Namespace):  # -> Baseline | int
+    """`check --baseline history:N`'s reference: the trailing N runs of the results directory (or bundle)."""
+    from compbench.bundle import open_results
+    from compbench.history import commit_label, history_baseline, parse_history_spec
+    from compbench.suite import load_suite
+
+    if args.update:
+        _err(f"--update writes a baseline file; --baseline {args.baseline} reads past runs and has none to write")
+        return EXIT_USAGE
+    name = load_suite(args.suite, profile=args.profile).name
+    results = Path(args.results) if args.results else Path("results") / name
+    with open_results(results) as view:
+        baseline, runs = history_baseline(view.directory, str(results), name, args.profile,
+                                          parse_history_spec(args.baseline) or 0)
+    print(f"reference: {len(baseline.cells)} cells over {len(runs)} run(s) of {results}: "
+          + ", ".join(f"{r.id} ({commit_label(r)})" for r in runs), file=sys.stderr)
+    return baseline
+
+
+HISTORY_FORMATS = ("md", "json", "csv")
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """A metric of a (model, task), or a model family's, across the suite's recorded runs: a table and a plot."""
+    from compbench.bundle import open_results
+    from compbench.files import write_atomic
+    from compbench.history import history_of, to_csv, to_json, to_markdown
+    from compbench.history.plot import write_history_plot
+    from compbench.suite import load_suite
+
+    suite = load_suite(args.suite).name if Path(args.suite).is_file() else args.suite
+    results = Path(args.results) if args.results else Path("results") / suite
+    with open_results(results) as view:
+        history = history_of(view.directory, str(results), suite, args.model, args.task, args.metric, args.last)
+    text = {"md": to_markdown, "json": to_json, "csv": to_csv}[args.format](history)
+    if args.output:
+        print(f"wrote {write_atomic(Path(args.output).parent, Path(args.output).name, text)}", file=sys.stderr)
+    else:
+        print(text, end="")
+    if args.plot:
+        print(f"wrote {write_history_plot(history, Path(args.plot))}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _kinds():  # -> list[(title, Registry)]
@@ -765,7 +832,11 @@ def build_parser() -> argparse.ArgumentParser:
     rec.set_defaults(func=cmd_baseline_record)
     chk = sub.add_parser("check", help="fail when a model's scores regress beyond seed noise against a baseline")
     run_options(chk)
-    chk.add_argument("--baseline", required=True, help="baseline JSON file, or the name of a bundled one (kernel-limits)")
+    chk.add_argument("--baseline", required=True, help="baseline JSON file, the name of a bundled one (kernel-limits), "
+                                                        "or history:N, the trailing N runs in --results")
+    chk.add_argument("--fdr", type=unit_interval, metavar="Q",
+                     help="gate on Benjamini–Hochberg at level Q over the cells' one-sided Welch p-values (floors kept) "
+                          "instead of k·SE, which is shown beside")
     chk.add_argument("--k", type=positive_float, help="tolerance in combined standard errors (default per metric: 2.5)")
     chk.add_argument("--update", action="store_true", help="write the current scores as the new baseline")
     chk.add_argument("--allow-new", action="store_true",
@@ -782,6 +853,18 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also write: md (compare.md, PR-comment sized), json (compare.json), github ($GITHUB_STEP_SUMMARY)")
     cmp.add_argument("--out", metavar="DIR", default=".", help="folder for compare.md and compare.json (default: here)")
     cmp.set_defaults(func=cmd_compare)
+    his = sub.add_parser("history", help="a metric of a (model, task) or a model family across a suite's recorded runs, "
+                                         "one row per run with its commit; --plot draws it")
+    his.add_argument("--suite", required=True, help="suite name, or its file (its name is read from it)")
+    _results_option(his, deprecated_out=False)
+    his.add_argument("--model", action="append", metavar="GLOB", help="only models whose id matches (glob: a family; repeatable)")
+    his.add_argument("--task", action="append", metavar="GLOB", help="only tasks whose id matches (glob; repeatable)")
+    his.add_argument("--metric", help="the metric to show (default: each task's score, heldout_r2 or heldout_acc)")
+    his.add_argument("--last", type=positive_int, metavar="N", help="only the last N runs")
+    his.add_argument("--format", choices=HISTORY_FORMATS, default="md", help="md (a table, default), json or csv")
+    his.add_argument("-o", "--output", metavar="FILE", help="write the table to FILE instead of printing it")
+    his.add_argument("--plot", metavar="FILE", help="also draw it (.png or .svg): runs on the x axis, labelled by commit")
+    his.set_defaults(func=cmd_history)
     bnd = sub.add_parser("bundle", help="write one file holding a suite's results (store with every run and record, "
                                         "suite file, summary.json, hashes) that report and compare read like a directory")
     bnd.add_argument("--suite", required=True, help="suite name or path")

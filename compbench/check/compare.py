@@ -9,12 +9,13 @@ baseline (`new`, unless allowed), failed seeds (`error`), missing or non-finite 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tabulate import tabulate
 
 from compbench.check.baseline import DEFAULT_POLICY, Baseline, BaselineError
+from compbench.check.fdr import benjamini_hochberg, welch_p
 from compbench.scoring.metric_facts import direction_of
 
 FAILING = ("REGRESSED", "CHANGED", "missing", "error", "non-finite", "fewer-seeds")
@@ -33,6 +34,9 @@ class CheckRow:
     tolerance: float
     verdict: str  # ok | improved | REGRESSED | CHANGED | missing | new | error | non-finite | fewer-seeds | n/a
     allowed: bool = False  # a `new` cell accepted with --allow-new
+    p_value: float = math.nan  # Welch's p that it is worse (one-sided; two-sided without a better direction)
+    floor: float = math.nan  # the metric's floor: no rule calls a smaller move a change
+    kse_verdict: str = ""  # the k·SE rule's verdict, kept beside when another rule (--fdr) gated the row
 
     @property
     def failed(self) -> bool:
@@ -106,10 +110,13 @@ def _cell_rows(cell: str, base_cell: dict[str, Any], now_cell: dict[str, Any], p
         direction = direction_of(metric)
         if direction is None:  # neither way is better (additivity): a move beyond noise either way fails
             verdict = "CHANGED" if abs(delta) > tol else "ok"
+            worse = delta
         else:
             worse = -delta if direction == "higher" else delta
             verdict = "REGRESSED" if worse > tol else ("improved" if -worse > tol else "ok")
-        rows.append(CheckRow(cell, metric, _fmt(base), _fmt(now), delta, tol, verdict))
+        p = welch_p(worse, _noise(base, now), int(base["n"]), _noise(now, base), int(now["n"]), two_sided=direction is None)
+        rows.append(CheckRow(cell, metric, _fmt(base), _fmt(now), delta, tol, verdict, p_value=p,
+                             floor=float(policy["floor"])))
     return rows
 
 
@@ -131,6 +138,27 @@ def compare(baseline: Baseline, current: dict[str, dict[str, Any]], k: float | N
     return rows
 
 
+def gate_by_fdr(rows: list[CheckRow], q: float) -> list[CheckRow]:
+    """The rows judged by Benjamini–Hochberg at level q over every compared metric's p-value instead of k·SE: a row
+    REGRESSED (CHANGED) when BH rejects it and it moved beyond its floor; the k·SE verdict is kept in `kse_verdict`.
+    Rows with no comparison (missing, error, new, ...) keep their verdict."""
+    tested = [i for i, r in enumerate(rows) if math.isfinite(r.p_value)]
+    rejected = dict(zip(tested, benjamini_hochberg([rows[i].p_value for i in tested], q)))
+    out = []
+    for i, r in enumerate(rows):
+        if i not in rejected:
+            out.append(r)
+            continue
+        direction = direction_of(r.metric)
+        worse = r.delta if direction in (None, "lower") else -r.delta
+        if rejected[i] and (abs(r.delta) if direction is None else worse) > r.floor:
+            verdict = "CHANGED" if direction is None else "REGRESSED"
+        else:  # BH tests for worse only: an improvement is the k·SE rule's to name, and never fails
+            verdict = "improved" if r.verdict == "improved" else "ok"
+        out.append(replace(r, verdict=verdict, kse_verdict=r.verdict))
+    return out
+
+
 def failing_lines(baseline: Baseline, current: dict[str, dict[str, Any]], allow_new: bool = False) -> list[str]:
     """Each failing row's line, or the one line saying why the baseline cannot be compared (a pytest item's failure)."""
     try:
@@ -139,17 +167,18 @@ def failing_lines(baseline: Baseline, current: dict[str, dict[str, Any]], allow_
         return [str(exc)]
 
 
-def format_rows(rows: list[CheckRow], only_notable: bool = False) -> str:
-    """The comparison as a table (all rows, or only those not 'ok')."""
-    shown = [r for r in rows if not only_notable or r.verdict != "ok"]
+def format_rows(rows: list[CheckRow], only_notable: bool = False, fdr: float | None = None) -> str:
+    """The comparison as a table (all rows, or only those not 'ok'); with `fdr`, each row's p-value and the k·SE
+    verdict beside the Benjamini–Hochberg one that gated it."""
+    shown = [r for r in rows if not only_notable or r.verdict != "ok" or r.kse_verdict not in ("", "ok")]
 
     def num(x: float, fmt: str) -> str:
         return format(x, fmt) if math.isfinite(x) else ""
 
-    return tabulate(
-        [[r.cell, r.metric, r.baseline, r.now, num(r.delta, "+.4f"), num(r.tolerance, ".4f"),
-          r.verdict + (" (allowed)" if r.allowed and r.verdict == "new" else "")] for r in shown],
-        headers=["cell", "metric", "baseline", "now", "delta", "tolerance", "verdict"],
-        tablefmt="github",
-        disable_numparse=True,
-    )
+    headers = ["cell", "metric", "baseline", "now", "delta", "tolerance", "verdict"]
+    table = [[r.cell, r.metric, r.baseline, r.now, num(r.delta, "+.4f"), num(r.tolerance, ".4f"),
+              r.verdict + (" (allowed)" if r.allowed and r.verdict == "new" else "")] for r in shown]
+    if fdr is not None:
+        headers = [*headers[:-1], "p (Welch)", "k·SE verdict", f"verdict (BH q={fdr:g})"]
+        table = [[*row[:-1], num(r.p_value, ".3g"), r.kse_verdict, row[-1]] for row, r in zip(table, shown)]
+    return tabulate(table, headers=headers, tablefmt="github", disable_numparse=True)
