@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from tiny_suites import cli, kernel_suite
 
-from compbench.check import Baseline, benjamini_hochberg, compare, gate_by_fdr, welch_p
 from compbench.store import ResultStore
 
 SUITE = kernel_suite("hist", "leak")
@@ -119,6 +118,8 @@ def test_a_history_check_passes_an_unchanged_rerun(work):
 
 
 def test_benjamini_hochberg_against_a_hand_computation():
+    from compbench.check import benjamini_hochberg
+
     # m = 4, q = 0.05: sorted 0.01 ≤ 1·0.0125; 0.03 > 2·0.0125, 0.04 > 3·0.0125, 0.5 > 0.05: only the first.
     assert benjamini_hochberg([0.01, 0.04, 0.03, 0.5], 0.05) == [True, False, False, False]
     # step-up: sorted 0.011 ≤ 0.0125, 0.03 > 0.025, 0.036 ≤ 0.0375, 0.6 > 0.05: the largest rank within its bound is 3,
@@ -134,6 +135,8 @@ def test_benjamini_hochberg_against_a_hand_computation():
 def test_welch_p_is_scipys_one_sided_welch_test():
     from scipy.stats import ttest_ind
 
+    from compbench.check import welch_p
+
     base, now = [0.80, 0.84, 0.83, 0.86], [0.70, 0.78, 0.74]
     sd = lambda v: math.sqrt(sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1))  # noqa: E731
     worse = sum(base) / 4 - sum(now) / 3  # a higher-is-better metric fell
@@ -147,6 +150,8 @@ def _cell(mean: float, sd: float = 0.1, n: int = 10) -> dict:
 
 
 def test_fdr_gates_where_k_se_would_flag_a_cell_by_chance_and_keeps_a_real_regression():
+    from compbench.check import Baseline, compare, gate_by_fdr
+
     # Twenty cells; "m2/add" fell by 0.3 (p ≈ 1e-6: both rules flag it); "m1/add" by 0.12 (t = 2.68 > 2.5: k·SE flags
     # it; one-sided Welch p ≈ 0.0076 > 2·0.05/20, BH's bound at its rank 2, so BH does not); the others did not move.
     cells = {f"m{i}/add": _cell(0.5) for i in range(20)}
