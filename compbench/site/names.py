@@ -16,7 +16,7 @@ def safe_name(name: str) -> str:
     """A file name for `name`: itself when it is plain ASCII letters, digits, `.`, `_`, `-` (not leading `.`, not
     reserved); else its plain part with a hash of the whole, so that two names never share a file."""
     plain = _UNSAFE.sub("_", name).strip("._-")[:_MOST]
-    if plain == name and plain.lower() not in RESERVED:
+    if plain and plain == name and plain.lower() not in RESERVED:
         return plain
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{plain}-{digest}" if plain else f"n-{digest}"
