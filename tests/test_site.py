@@ -155,3 +155,13 @@ def test_safe_name():
         name = safe_name(odd)
         assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,100}", name), (odd, name)
     assert safe_name("a b") != safe_name("a_b")
+
+
+def test_results_of_other_settings_are_one_line_naming_them(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text(kernel_suite("s", "leak", relu=False))
+    results = _run(suite.read_text(), tmp_path, "s")
+    suite.write_text(kernel_suite("s", "leak", relu=False).replace("weights: [0.0, 0.4, 1.0]", "weights: [0.0, 0.3, 1.0]"))
+    r = cli("site", str(results), "-o", str(tmp_path / "site"))
+    assert r.rc == 2 and r.err.count("\n") == 1, r.err
+    assert "none of its 2 stored records of suite 's' is of a cell the suite asks for" in r.err

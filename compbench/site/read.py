@@ -145,7 +145,7 @@ def read_suite(path: Path, home: str) -> SuiteSite:
                             "that `compbench run` wrote (results/<suite>) or a bundle (`compbench bundle`)")
         store = ResultStore(view.directory / "store")
         try:
-            runs = store.runs()
+            runs, stored = store.runs(), list(store)
         finally:
             store.close()
         loaded = load_suite(_suite_file(view, runs))
@@ -156,9 +156,14 @@ def read_suite(path: Path, home: str) -> SuiteSite:
         loaded = config.apply(loaded, Path(view.label) / "summary.json")
         outcome = stored_outcome(loaded, view.directory, profile=config.profile)
         if not outcome.records:
-            raise SiteError(f"{view.label}: its store holds no results of suite {loaded.name!r}"
-                            + (f" with profile {config.profile!r}" if config.profile else "")
-                            + "; run the suite there, or leave it out")
+            mine = [r for r in stored if r.suite == loaded.name]
+            by = sorted({f"compbench {r.version or '0.1.0'}" for r in mine})
+            raise SiteError(f"{view.label}: " + (
+                f"none of its {len(mine)} stored records of suite {loaded.name!r} is of a cell the suite asks for "
+                f"(they are of other settings, or of other code: written by {', '.join(by)}); run the suite again, "
+                "or leave it out" if mine else
+                f"its store holds no results of suite {loaded.name!r}"
+                + (f" with profile {config.profile!r}" if config.profile else "") + "; run the suite there, or leave it out"))
         summary = stored_summary(view.directory, outcome, config)
         ctx = ReportContext(view.directory, loaded, outcome.records, outcome.verdicts, summary, formats=("html",),
                             source=view.directory)
