@@ -404,3 +404,15 @@ def test_site_model_page_shows_the_stored_score(site, driver):
     driver.find_element(By.LINK_TEXT, "add").click()
     assert driver.current_url.endswith("alpha/index.html#cell-relu--add")
     assert driver.execute_script("return document.querySelector(':target') !== null")
+
+
+def test_site_pages_have_no_serious_or_critical_axe_violation(site, driver):
+    out, _ = site
+    for page in (out / "index.html", out / "models" / "overlap.html"):
+        driver.get(page.as_uri())
+        driver.execute_script(AXE.read_text(encoding="utf-8"))
+        driver.set_script_timeout(60)
+        violations = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "axe.run(document).then(r => done(r.violations.map(v => [v.id, v.impact, v.nodes.length])));")
+        assert [v for v in violations if v[1] in ("serious", "critical")] == [], (page.name, violations)
