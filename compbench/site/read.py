@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ class ModelCell:
 
 
 @dataclass(frozen=True)
-class Finding:
+class FindingLine:
     """One expectation's verdicts in a line: its id, holds / known / departs, and how many of its verdicts pass."""
 
     expectation: str
@@ -53,7 +52,7 @@ class SuiteSite:
     commit: str  # the commit the last recorded run ran at ("not recorded" for a store from before runs were recorded)
     headline: str
     verdicts: str
-    findings: list[Finding]
+    findings: list[FindingLine]
     leaderboard: str  # the suite's page, html_report's
     models: dict[str, list[ModelCell]]  # leaderboard row (model, or big sweep) → its cells
     n_runs: int
@@ -172,7 +171,7 @@ def read_suite(path: Path, home: str) -> SuiteSite:
         return SuiteSite(
             label=view.label, name=loaded.name, profile=config.profile, date=run_date(view.directory),
             commit=_commit(mine), headline=outcome.headline(), verdicts=_verdicts(outcome.verdicts),
-            findings=[Finding(f.expectation, f.status, f.n_pass, f.n_total) for f in found],
+            findings=[FindingLine(f.expectation, f.status, f.n_pass, f.n_total) for f in found],
             leaderboard=leaderboard_html(ctx, home=home), models=_model_cells(ctx), n_runs=len(mine),
             history=history_plots(view.directory, mine) if len(mine) >= 2 else [],
         )
@@ -182,8 +181,3 @@ def _verdicts(verdicts: list[Any]) -> str:
     from compbench.outcome import verdict_counts
 
     return f"expectations {verdict_counts(verdicts)}" if verdicts else "no expectations"
-
-
-def finite(x: float) -> bool:
-    """Whether a score is a number to show (not NaN, not infinite)."""
-    return isinstance(x, float) and math.isfinite(x)
