@@ -1,4 +1,4 @@
-"""The `compbench` command: run, report, check, baseline, compare, history, bundle, list, show, validate."""
+"""The `compbench` command: run, report, check, baseline, compare, history, bundle, site, list, show, validate."""
 
 from __future__ import annotations
 
@@ -612,6 +612,16 @@ def cmd_bundle(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    """Build one static HTML site over several suites' results (directories or bundles)."""
+    from compbench.site import build_site
+
+    site = build_site([Path(p) for p in args.results], Path(args.output))
+    print(f"wrote {site.index}: {len(site.suites)} suite(s), {len(site.models)} model page(s), "
+          f"{sum(len(s.history) for s in site.suites)} history plot(s); open it in a browser")
+    return EXIT_OK
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """List bundled suites and every registered extension (built-in and plugins) with one line each."""
     from compbench.suite import bundled_suites
@@ -871,6 +881,10 @@ def build_parser() -> argparse.ArgumentParser:
     _results_option(bnd, deprecated_out=False)
     bnd.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write (e.g. kernel-limits.cbz)")
     bnd.set_defaults(func=cmd_bundle)
+    site = sub.add_parser("site", help="build one static HTML site over several suites' results (directories or bundles)")
+    site.add_argument("results", nargs="+", metavar="DIR_OR_BUNDLE", help="results directories (results/<suite>) or bundles")
+    site.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder the site is written to")
+    site.set_defaults(func=cmd_site)
     lst = sub.add_parser("list", help="bundled suites and every registered task family, encoding, adapter, claim, report format")
     lst.set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="an adapter's, task family's, encoding's, claim's or report format's parameters")

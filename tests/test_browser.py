@@ -15,6 +15,7 @@ sentences with their ✓/✗ markers, and no visible text carries escape residue
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 from pathlib import Path
@@ -330,3 +331,88 @@ def test_no_visible_text_carries_escape_residue(browser):
     for residue in ("\\u", "\\x", "&amp;", "&lt;", "&gt;", "&quot;", "&#"):
         assert residue not in text, f"escape residue {residue!r} in the visible text"
     assert "¹" not in text  # what an octal escape like "\2713" left in the findings
+
+
+# -- `compbench site`: the index, every page it links, and a model page, in the browser --------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> tuple[Path, Path]:
+    """A site over two tiny kernel suites' results directories (seconds): its folder, and one suite's results."""
+    from tiny_suites import kernel_suite
+
+    tmp = tmp_path_factory.mktemp("site")
+    dirs = []
+    for name, claims in (("alpha", ("leak", "chance")), ("beta", ("impossible",))):
+        (tmp / f"{name}.yaml").write_text(kernel_suite(name, *claims))
+        dirs.append(tmp / f"r-{name}")
+        assert main(["run", "--suite", str(tmp / f"{name}.yaml"), "--results", str(dirs[-1]), "--format", "md", "--quiet"]) in (0, 1)
+    assert main(["run", "--suite", str(tmp / "alpha.yaml"), "--results", str(dirs[0]), "--format", "md", "--quiet", "--force"]) == 0
+    assert main(["site", *map(str, dirs), "-o", str(tmp / "site")]) == 0
+    return tmp / "site", dirs[0]
+
+
+def _loaded_cleanly(d) -> None:
+    errors = [e for e in d.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], d.current_url
+    urls = [json.loads(e["message"])["message"]["params"]["request"]["url"] for e in d.get_log("performance")
+            if json.loads(e["message"])["message"]["method"] == "Network.requestWillBeSent"]
+    assert all(u.startswith(("file://", "data:")) for u in urls), urls
+
+
+def test_site_index_links_resolve_and_every_page_loads_cleanly(site, driver):
+    from urllib.parse import unquote, urlparse
+
+    out, _ = site
+    driver.get_log("browser"), driver.get_log("performance")
+    driver.get((out / "index.html").as_uri())
+    assert driver.title == "compbench results"
+    _loaded_cleanly(driver)
+    raw = driver.execute_script("return [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))")
+    assert raw and not [h for h in raw if re.match(r"[a-z]+:|/", h)], raw  # relative links only
+    links = driver.execute_script("return [...document.querySelectorAll('a[href]')].map(a => a.href)")
+    pages = set()
+    for link in links:
+        target = Path(unquote(urlparse(link).path))
+        assert target.is_file() and out in target.parents, link  # inside the site, and there
+        if target.suffix == ".html" and target != out / "index.html":
+            pages.add(link.split("#")[0])
+    assert {"alpha/index.html", "beta/index.html", "models/overlap.html", "models/relu.html"} <= \
+        {Path(unquote(urlparse(p).path)).relative_to(out).as_posix() for p in pages}
+    for page in sorted(pages):
+        driver.get(page)
+        _loaded_cleanly(driver)
+        back = driver.execute_script("const a = document.querySelector('.home a'); return a && a.href")
+        assert back and Path(unquote(urlparse(back).path)) == out / "index.html", page
+
+
+def test_site_model_page_shows_the_stored_score(site, driver):
+    from compbench.store.records import ResultStore
+
+    out, alpha = site
+    store = ResultStore(alpha / "store")
+    try:
+        scores = [r.metric("heldout_r2") for r in store.latest().values() if (r.model, r.task) == ("relu", "add") and r.ok]
+    finally:
+        store.close()
+    driver.get((out / "models" / "relu.html").as_uri())
+    _loaded_cleanly(driver)
+    rows = driver.execute_script("return [...document.querySelectorAll('tbody tr')].map(r => [...r.cells].map(c => c.textContent))")
+    row = next(r for r in rows if r[:3] == ["alpha", "add", "heldout_r2"])
+    assert row[3].startswith(f"{sum(scores) / len(scores):.3f}"), (row, scores)
+    # The task links to the cell's row in the suite's leaderboard, which the browser then shows.
+    driver.find_element(By.LINK_TEXT, "add").click()
+    assert driver.current_url.endswith("alpha/index.html#cell-relu--add")
+    assert driver.execute_script("return document.querySelector(':target') !== null")
+
+
+def test_site_pages_have_no_serious_or_critical_axe_violation(site, driver):
+    out, _ = site
+    for page in (out / "index.html", out / "models" / "overlap.html"):
+        driver.get(page.as_uri())
+        driver.execute_script(AXE.read_text(encoding="utf-8"))
+        driver.set_script_timeout(60)
+        violations = driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "axe.run(document).then(r => done(r.violations.map(v => [v.id, v.impact, v.nodes.length])));")
+        assert [v for v in violations if v[1] in ("serious", "critical")] == [], (page.name, violations)

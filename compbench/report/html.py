@@ -223,13 +223,21 @@ def html_warnings(warnings: Sequence[str]) -> str:
             f"pair(s) did not fit their training cells</strong> ({html_text(FIT_NOTE)})</p><ul>{items}</ul></section>")
 
 
+def html_page(title: str, body: str) -> str:
+    """A self-contained page with the leaderboard's stylesheet: `title` is escaped here, `body` is HTML already escaped."""
+    return ("<!DOCTYPE html>\n"
+            '<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{html_text(title)}</title><style>{_CSS}</style></head><body>\n{body}\n</body></html>\n")
+
+
 def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (), headline: str = "",
-                findings: Sequence[Any] | None = None, intro: Any = None, warnings: Sequence[str] = ()) -> str:
+                findings: Sequence[Any] | None = None, intro: Any = None, warnings: Sequence[str] = (), home: str = "") -> str:
     """The whole report as one HTML document with no external references.
 
     `plots` are objects with `name`, `caption` and `png` (bytes), as from `compbench.report.plots.write_plots`;
     `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
     `intro` (compbench.report.intro.Intro): the suite's description, its papers and what the numbers mean.
+    `home`: a relative link to the page listing this one (a site's index), shown above the title; "" for none.
     """
     from compbench.report.findings import FINDINGS_NOTE, html_findings
     from compbench.report.intro import html_intro
@@ -247,6 +255,7 @@ def html_report(suite_name: str, tables: list[Table], plots: Sequence[Any] = (),
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{title}</title><style>{_CSS}</style></head><body>",
+        f'<header><p class="home"><a href="{html_text(home)}">all suites</a></p><h1>{title}</h1>' if home else
         f"<header><h1>{title}</h1>",
         html_intro(intro) if intro is not None else "",
         f'<p class="headline">{html_text(headline)}</p>' if headline else "",

@@ -486,19 +486,28 @@ def rebuild(
             + f" in {source / 'store'}; run `compbench run --suite {loaded.name}"
             + (f" --profile {profile}" if profile else "") + "` first"
         )
+    summary = stored_summary(source, outcome, config)
+    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
+                       source=source)
+    return outcome, paths
+
+
+def stored_summary(source: Path, outcome: Any, config: RunConfig | None = None) -> dict[str, Any]:
+    """The run summary a report of stored results states: summary.json of `source` as the last run wrote it, with the
+    configuration reported (`config`, None: as recorded) and the cell counts of `outcome` (a SuiteOutcome with records)."""
+    from compbench.outcome import CellState
+
+    records = outcome.records
     summary = _read_json(source, SUMMARY_FILE)
     if config is not None:
         summary.update(config.facts())
-    summary.setdefault("device", records[0].device)
+    if records:
+        summary.setdefault("device", records[0].device)
     summary["n_failed"] = sum(r.failed for r in records)
     summary["n_skipped"] = sum(r.skipped for r in records)
-    from compbench.outcome import CellState
-
     summary["n_missing"] = outcome.count(CellState.MISSING)
     summary["n_stale"] = outcome.count(CellState.STALE)
     stale = [c.record for c in outcome.cells if c.state is CellState.STALE and c.record is not None]
     summary["computed_by"] = ", ".join(sorted({f"compbench {r.version}" if r.version else "compbench 0.1.0 (record schema 1)"
                                                for r in stale}))
-    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
-                       source=source)
-    return outcome, paths
+    return summary

@@ -164,13 +164,19 @@ class HtmlWriter(Reporter):
     """leaderboard.html: one self-contained page (tables and plots inline)."""
 
     def write(self, ctx: ReportContext) -> list[Path]:
-        from compbench.report.html import html_report
-        from compbench.report.intro import intro
-        from compbench.report.legend import headline
+        return [ctx.write_file("leaderboard.html", leaderboard_html(ctx))]
 
-        found = ctx.findings([p.name for p in ctx.plots])
-        return [ctx.write_file("leaderboard.html", html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found,
-                                                                intro(ctx.loaded), ctx.fit_warnings))]
+
+def leaderboard_html(ctx: ReportContext, home: str = "") -> str:
+    """The suite's self-contained leaderboard page (leaderboard.html, and each suite's page of `compbench site`);
+    `home`: a relative link back to the page that lists it ("" for none)."""
+    from compbench.report.html import html_report
+    from compbench.report.intro import intro
+    from compbench.report.legend import headline
+
+    found = ctx.findings([p.name for p in ctx.plots])
+    return html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found, intro(ctx.loaded), ctx.fit_warnings,
+                       home=home)
 
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")
