@@ -198,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = _run_config(args, loaded, added_ids)
     if args.seeds is not None:
         loaded = seeds_override(loaded, args.seeds)
-    if args.fail_fast and args.executor != "local":
+    if args.fail_fast and args.executor not in ("local", "auto"):
         _err(f"--fail-fast works with --executor local only (a {args.executor} executor has other cells in flight "
              "when one fails); drop one of them")
         return EXIT_USAGE
@@ -242,6 +242,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         + (f" ({summary.n_rescored} rescored by this compbench's scoring code, not retrained)" if summary.n_rescored else "")
         + f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
         f"expectations {verdict_counts(verdicts)}; {summary.wall_time:.1f} s on {summary.device}"
+        + (f" ({summary.workers} worker process{'es' if summary.workers != 1 else ''})" if summary.executor == "process" else "")
     )
     # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error.
     shown, records = loaded, outcome.records
@@ -798,10 +799,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop at the first failed cell (--executor local), keep what finished, write the report, exit 1")
     run.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     run.add_argument("--force", action="store_true", help="recompute the selected cells (all, or those of --model), replacing their stored records")
-    run.add_argument("--executor", default="local", choices=["local", "process", "ray"],
-                     help="where cells run: this process, a local process pool (--workers), or Ray")
-    run.add_argument("--workers", type=positive_int, default=2,
-                     help="process-pool size (--executor process; at most 2 per usable core, and one per cell to run)")
+    run.add_argument("--executor", default="auto", choices=["auto", "local", "process", "ray"],
+                     help="where cells run: auto (default: a pool of one-thread workers on every usable core when there is "
+                          "enough to compute, else this process), this process, a local process pool (--workers), or Ray")
+    run.add_argument("--workers", type=positive_int, default=None,
+                     help="process-pool size (--executor auto or process; default one per usable core; at most 2 per usable "
+                          "core, and one per cell to run)")
     run.add_argument("--address", help="Ray cluster address (--executor ray; default: start a local instance)")
     run.add_argument("--cell-timeout", type=positive_float, metavar="SECONDS",
                      help="kill a job running longer and record it as an error (--executor process or ray)")

@@ -296,7 +296,8 @@ def test_process_results_equal_local_results_for_the_good_cells(tmp_path):
 
 def test_cell_timeout_with_the_local_executor_is_refused_at_startup(tmp_path, capsys):
     (tmp_path / "s.yaml").write_text(suite("contract-good"))
-    code = main(["run", "--suite", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--quiet", "--cell-timeout", "5"])
+    code = main(["run", "--suite", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o"), "--quiet", "--cell-timeout", "5",
+                 "--executor", "local"])
     assert code == 2
     assert "--cell-timeout needs --executor process" in capsys.readouterr().err
     assert not (tmp_path / "o" / "store" / "records.sqlite").exists()

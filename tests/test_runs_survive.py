@@ -116,11 +116,14 @@ def test_ctrl_c_keeps_finished_cells_and_says_how_to_resume(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_concurrent_runs_share_the_store(tmp_path, reference):
+@pytest.mark.parametrize("executor", ["auto", "process"])
+def test_two_concurrent_runs_share_the_store(tmp_path, reference, executor):
+    # A process pool claims its jobs as this process does, so a second run waits for them instead of computing them again.
     suite = tmp_path / "slow.yaml"
     suite.write_text(SLOW)
     out = tmp_path / "out"
-    procs = [cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu") for _ in range(2)]
+    procs = [cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu", "--executor", executor)
+             for _ in range(2)]
     for p in procs:
         p.communicate(timeout=300)
         assert p.returncode == 0

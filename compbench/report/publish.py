@@ -88,7 +88,7 @@ def publish(
     if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
         verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     check_owner(out_dir, loaded)
-    keep = ("device", "executor", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
+    keep = ("device", "executor", "workers", "executor_reason", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
             "interrupted", "selection", *CONFIG_KEYS)
     # The suite's name is written whatever the summary says: it is what claims the directory.
     kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}

@@ -701,6 +701,15 @@ def expectations_table(verdicts: list[Verdict]) -> Table:
                  folded_label=f"{len(passing)} passing expectation{'s' if len(passing) != 1 else ''}" if passing else "")
 
 
+def _executor_text(summary: dict[str, Any]) -> str:
+    """Where the run's cells were computed: the executor, a pool's size, and why `auto` chose it."""
+    text = str(summary.get("executor", "local"))
+    if text == "process" and isinstance(summary.get("workers"), int):
+        text += f", {summary['workers']} workers"
+    reason = summary.get("executor_reason")
+    return f"{text} (auto: {reason})" if isinstance(reason, str) else text
+
+
 def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Sequence[tuple[str, str]] = ()) -> Table:
     """Run summary: `facts` first (date, commit), then version, device, wall time, cells, verdicts."""
     from compbench.outcome import verdict_counts
@@ -710,7 +719,7 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
     rows = [[k, v] for k, v in facts] + [
         ["compbench", __version__],
         ["device", str(summary.get("device", "?"))],
-        ["executor", str(summary.get("executor", "local"))],
+        ["executor", _executor_text(summary)],
         ["wall time", f"{wall:.1f} s" if isinstance(wall, (int, float)) and math.isfinite(wall) else "–"],
         ["cells run", str(summary.get("n_run", 0))],
         ["cells cached", str(summary.get("n_cached", 0))],

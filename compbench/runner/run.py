@@ -14,16 +14,20 @@ from compbench.provenance import run_provenance
 from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
-from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, effective_workers, run_process_pool,
-                                         run_ray)
+from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, effective_workers, pool_size,
+                                         run_process_pool, run_ray, usable_cores)
 from compbench.runner.execute import run_job
 from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
+from compbench.runner.schedule import AUTO, choose, longest_first
 from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.scoring import score as scoring
 from compbench.stage_progress import listening
 from compbench.store import ResultStore, StoreError
 from compbench.suite import LoadedSuite, matches
+
+
+EXECUTORS = (AUTO, "local", "process", "ray")
 
 
 @dataclass
@@ -39,7 +43,9 @@ class RunSummary:
     n_skipped: int = 0
     wall_time: float = 0.0
     interrupted: bool = False
-    executor: str = "local"
+    executor: str = "local"  # where the computed cells ran: local or process (auto resolved), or ray
+    workers: int = 1  # processes that computed cells at once (a pool's size; 1 in this process)
+    executor_reason: str | None = None  # why `auto` chose as it did (None: the executor was asked for)
     jobs: list[Job] = field(default_factory=list)  # the cells this run was asked for (after --model)
     n_rescored: int = 0  # cached cells scored again by this compbench's scoring code (no training)
     partial: bool = False  # narrowed by model or task patterns: expectations on what did not run are left out
@@ -271,14 +277,36 @@ def _execute(
             yield i, recs, cached
         return
     if executor == "process":
-        if jobs:
-            runner.torch_for_training()  # once here, inherited by the forked workers (not imported by each)
-        source = run_process_pool(jobs, runner.device, workers, cell_timeout, runner.threads, on_stage=runner.on_stage)
+        yield from _execute_pool(runner, jobs, workers, cell_timeout)
+        return
     else:
         source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout, runner.threads)
     for i, recs in source:
         runner.store_records(recs)
         yield i, recs, False
+
+
+def _execute_pool(runner: SuiteRunner, jobs: list[Job], workers: int, cell_timeout: float | None) -> Iterator[tuple[int, list[CellRecord], bool]]:
+    """Jobs on a local process pool, longest expected first; a job another live process has claimed
+    waits for it at the end (and is then read from the store), as in this process."""
+    ids = ["|".join(job.keys) for job in jobs]
+    claimed = runner.store.claim_many(ids) if jobs else set()
+    try:
+        mine = [i for i in longest_first(jobs) if ids[i] in claimed]
+        if mine:
+            runner.torch_for_training()  # once here, inherited by the forked workers (not imported by each)
+            pool = run_process_pool([jobs[i] for i in mine], runner.device, workers, cell_timeout, runner.threads,
+                                    on_stage=runner.on_stage)
+            with closing(pool):
+                for k, recs in pool:
+                    runner.store_records(recs)
+                    yield mine[k], recs, False
+    finally:
+        runner.store.release_many(sorted(claimed))
+    for i in (i for i in range(len(jobs)) if ids[i] not in claimed):
+        recs, cached = runner.run(jobs[i])
+        assert recs is not None
+        yield i, recs, cached
 
 
 def _run_end(summary: RunSummary, jobs: list[Job], results: list[list[CellRecord] | None]) -> dict[str, Any]:
@@ -328,8 +356,8 @@ def run_suite(
     progress: bool = True,
     verbose: bool = False,
     fail_fast: bool = False,
-    executor: str = "local",
-    workers: int = 2,
+    executor: str = AUTO,
+    workers: int | None = None,
     address: str | None = None,
     gpus_per_job: float = 0.25,
     cell_timeout: float | None = None,
@@ -341,21 +369,28 @@ def run_suite(
 
     `model_patterns`, `task_patterns`: run only that part of the suite (`select`; `loaded` is left whole).
 
-    `fail_fast` (local executor only): stop after the first job with a failed cell, keeping what finished.
+    `executor`: `auto` (default; `runner.schedule`: a pool of one-thread workers on every usable core when
+    there is enough to compute, else this process), `local`, `process` (`workers`, default one per usable
+    core) or `ray`.
+    `fail_fast` (local executor; `auto` then stays local): stop after the first job with a failed cell, keeping what finished.
     `threads`: torch's intra-op threads in each process that trains (None: compbench's policy, one per
     process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
     when the run ends.
     `command`, `profile`: what the store's `runs` row records as the command (default: this call) and profile.
     """
     start = time.perf_counter()
-    if executor not in ("local", "process", "ray"):
-        raise ValueError(f"executor must be local, process or ray, got {executor!r}")
-    if fail_fast and executor != "local":
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if fail_fast and executor not in ("local", AUTO):
         # A pool has other jobs in flight when one fails; stopping them is not supported (yet).
         raise ValueError(f"fail_fast needs the local executor, got {executor!r}")
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
     loaded = select(loaded, model_patterns, task_patterns)
-    plan = plan_for_run(executor, effective_workers(executor, workers), threads)
+    # The pool size before the run meets its jobs: what the thread policy's oversubscription warning counts.
+    most = (workers or usable_cores()) if executor in ("process", AUTO) else 1
+    plan = plan_for_run("process" if executor == AUTO else executor, effective_workers("process", most) if most > 1 else 1, threads)
     runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan)
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
@@ -369,14 +404,21 @@ def run_suite(
         runner.on_stage = bar.stage
         try:
             for i, job in enumerate(runner.jobs):
-                hit = runner.cached(job) if executor != "local" else None
+                hit = runner.cached(job) if executor != "local" else None  # auto: decided on what is left
                 if hit is not None:
                     results[i] = hit
                     summary.n_cached += len(hit)
                     bar.advance(job, [r.status.value for r in hit], cached=True)
                 else:
                     todo.append(i)
-            source = _execute(runner, [runner.jobs[i] for i in todo], executor, workers, address, gpus_per_job, cell_timeout)
+            use, size = executor, workers or 2
+            if executor == AUTO:
+                choice = choose([runner.jobs[i] for i in todo], runner.device, fail_fast, workers, cell_timeout=cell_timeout)
+                use, size, summary.executor_reason = choice.executor, choice.workers, choice.reason
+            elif executor == "process":
+                size = pool_size(workers or usable_cores(), len(todo)) if todo else 0
+            summary.executor, summary.workers = use, size if use == "process" else 1
+            source = _execute(runner, [runner.jobs[i] for i in todo], use, size, address, gpus_per_job, cell_timeout)
             with closing(source):  # a fail-fast stop closes it now: its claims are released before the report
                 for j, recs, cached in source:
                     results[todo[j]] = recs
