@@ -7,7 +7,8 @@
 Each measurement is `python -m compbench.cli run --suite S --results <fresh tmp> --quiet --force` in a
 fresh process (cold: every cell trained, every report file written), with K busy processes (`python
 -c "while True: pass"`, started before it and killed after it by this script) beside it. Each is run
-under every thread mode: `policy` (no flag: compbench's default, one torch thread per process) and
+under every mode: `policy` (no flag: compbench's default, the `auto` executor with one torch thread per
+process), `local` (`--executor local`: one process, the default before #34) and
 `--threads 0` (torch's own default: compbench's behaviour before the thread policy), and any other
 `--threads N` asked for. Rounds are interleaved (mode by mode, load by load, round after round), so a
 drift of the machine's speed spreads over every mode alike.
@@ -62,7 +63,7 @@ def stop_busy(procs: list[subprocess.Popen]) -> None:
 
 def run_once(suite: str, mode: str, busy: int, extra: list[str]) -> dict:
     """One cold run of the command beside `busy` busy processes; its wall and CPU seconds."""
-    flag = [] if mode == "policy" else ["--threads", mode]
+    flag = [] if mode == "policy" else ["--executor", "local"] if mode == "local" else ["--threads", mode]
     with tempfile.TemporaryDirectory(prefix="compbench-busy-") as tmp:
         cmd = [sys.executable, "-m", "compbench.cli", "run", "--suite", suite, "--results", str(Path(tmp) / "results"),
                "--quiet", "--force", *flag, *extra]
@@ -96,7 +97,8 @@ def table(results: list[dict], n_cores: int) -> str:
     for mode in modes:
         idle = [r["cpu_s"] for r in results if r["mode"] == mode and r["busy"] == 0]
         idle_cpu = min(idle) if idle else None
-        threads = 1 if mode == "policy" else (int(mode) or n_cores)  # --threads 0: torch's default, one per core
+        # The default (`auto`) runs one one-thread worker per usable core; `local` one thread; --threads 0 one per core.
+        threads = n_cores if mode == "policy" else 1 if mode == "local" else (int(mode) or n_cores)
         for k in loads:
             rows = [r for r in results if r["mode"] == mode and r["busy"] == k]
             if not rows:
@@ -107,7 +109,9 @@ def table(results: list[dict], n_cores: int) -> str:
                 cpu_ratio = _span([c / idle_cpu for c in cpus]) + "×"
                 share = min(n_cores / (k + 1), threads, n_cores)  # cores owed to the command beside k busy loops
                 fair_ratio = _span([w / (idle_cpu / share) for w in walls]) + "×"
-            name = "policy (1 per process)" if mode == "policy" else f"--threads {mode}" + (" (torch default)" if mode == "0" else "")
+            name = ("default (auto: 1 thread per process, a worker per core)" if mode == "policy"
+                    else "--executor local (1 thread, this process)" if mode == "local"
+                    else f"--threads {mode}" + (" (torch default)" if mode == "0" else ""))
             lines.append(f"| {name} | {k} | {_span(walls)} | {_span(cpus)} | {cpu_ratio} | {fair_ratio} |")
     return "\n".join(lines)
 
@@ -117,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", default="kernel-limits", help="suite name or YAML path (default kernel-limits)")
     parser.add_argument("--busy", default="0,2,4", help="numbers of busy processes beside the command (default 0,2,4)")
     parser.add_argument("--modes", default="policy,0",
-                        help="thread modes: 'policy' (no flag) and --threads values (default policy,0: 0 is torch's default)")
+                        help="modes: 'policy' (no flag: the default executor and thread policy), 'local' (--executor local: one process, "
+                             "the default before #34) and --threads values (default policy,0: 0 is torch's default)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every (mode, load) (default 1)")
     parser.add_argument("--json", type=Path, help="also write every measurement to this JSON file")
     parser.add_argument("extra", nargs="*", help="further `compbench run` arguments, after --, e.g. -- --executor process")
