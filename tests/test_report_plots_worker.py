@@ -1,4 +1,4 @@
-"""The report's plots drawn in a forked process (issue #17) give the same files as drawn in this one.
+"""The report's plots drawn in forked processes, one per usable core (issues #17, #34), give the same files as drawn in this one.
 
 While they are drawn, the writers that do not need them run; a failure or death of the drawing
 process is an error naming it, never a report without its plots.
@@ -54,7 +54,12 @@ def _fresh_run():
 
 
 @pytest.mark.slow
-def test_forked_plots_equal_plots_drawn_here(tmp_path, monkeypatch):
+@pytest.mark.parametrize("cores", [1, 3])
+def test_forked_plots_equal_plots_drawn_here(tmp_path, monkeypatch, cores):
+    # One drawing process per usable core, each drawing every `cores`-th plot: the same files as one process drawing all.
+    import compbench.runner.threads as threads
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: cores)
     here, here_paths = _publish(tmp_path, "here", monkeypatch, fork=False)
     forked, forked_paths = _publish(tmp_path, "forked", monkeypatch, fork=True)
     rel = lambda paths, root: [p.relative_to(root) for p in paths]  # noqa: E731
@@ -71,7 +76,7 @@ def test_a_failure_while_drawing_is_raised_with_its_traceback(tmp_path, monkeypa
     def broken(*args, **kwargs):
         raise ValueError("no axes today")
 
-    monkeypatch.setattr(plots, "write_plots", broken)  # the forked process inherits it
+    monkeypatch.setattr(plots, "draw_share", broken)  # the forked processes inherit it
     with pytest.raises(RuntimeError, match=r"(?s)drawing the report's plots failed.*ValueError: no axes today"):
         _publish(tmp_path, "broken", monkeypatch, fork=True)
     assert (tmp_path / "broken" / "predictions.csv").is_file()  # written meanwhile, not lost
@@ -80,6 +85,6 @@ def test_a_failure_while_drawing_is_raised_with_its_traceback(tmp_path, monkeypa
 def test_a_dead_drawing_process_is_an_error(tmp_path, monkeypatch):
     import compbench.report.plots as plots
 
-    monkeypatch.setattr(plots, "write_plots", lambda *a, **k: os._exit(3))
-    with pytest.raises(RuntimeError, match=r"the process drawing the report's plots died \(exit code 3\)"):
+    monkeypatch.setattr(plots, "draw_share", lambda *a, **k: os._exit(3))
+    with pytest.raises(RuntimeError, match=r"a process drawing the report's plots died \(exit code 3\)"):
         _publish(tmp_path, "dead", monkeypatch, fork=True)

@@ -19,8 +19,9 @@ import io
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -481,8 +482,9 @@ class Plot:
     png: bytes
 
 
-def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any]]:
-    """(name, caption, Figure) for every plot of the suite."""
+def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Callable[[], Any]]]:
+    """(name, caption, a function drawing its Figure) for every plot of the suite: drawn only when called, so that
+    processes sharing the drawing each draw their own."""
     from compbench.tasks import make_task
 
     colors = model_colors(_small_models(records))
@@ -497,32 +499,32 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Any
         data = make_task(entry.family, **entry.params)
         if any(r.theory_predictions is not None for r in _ok(recs)) or not _ok(recs):
             yield (f"theory-{entry.id}", f"{entry.id}: each model's held-out predictions against its kernel-theory prediction",
-                   theory_scatter(entry.id, recs, data.test_mask, colors, missing,
-                                  None if data.n_classes else np.asarray(data.y, dtype=float)))
+                   partial(theory_scatter, entry.id, recs, data.test_mask, colors, missing,
+                           None if data.n_classes else np.asarray(data.y, dtype=float)))
         if data.n_components == 2 and (not data.vector_output or data.n_classes):
             no_sweep = [m for m in missing if not next(s for s in asked if s.id == m).sweep_values]
             yield (f"grid-{entry.id}", f"{entry.id}: truth and predictions on the conjunction grid",
-                   grid_heatmaps(entry.id, recs, data.cells, data.y, data.train_mask, data.component_names, no_sweep))
+                   partial(grid_heatmaps, entry.id, recs, data.cells, data.y, data.train_mask, data.component_names, no_sweep))
         factors = factor_names(recs)
         if factors:
             yield (f"factors-{entry.id}", f"{entry.id}: held-out R² per factor, each model beside its theory's",
-                   factor_bars(entry.id, recs, factors, colors))
+                   partial(factor_bars, entry.id, recs, factors, colors))
     swept = [k for k in SWEEP_PARAMS if any(k in (r.sweep or {}) for r in records)]
     for param in swept:
         groups = {r.group for r in records if param in (r.sweep or {})}
         yield (f"sweep-{param}", f"held-out score and additivity against {SWEEP_PARAMS[param].split(' (')[0]}",
-               sweep_curves([r for r in records if r.group in groups], param))
+               partial(sweep_curves, [r for r in records if r.group in groups], param))
     from compbench.report.tables import ceiling_models
 
     ceilings = [m for m in (getattr(loaded, "tags", None) or {}) if m in ceiling_models(loaded)]  # suite order
     if ceilings:
         tasks = [t.id for t in loaded.suite.tasks if any(r.task == t.id for r in records)]
         yield ("scores", "held-out score per split and model, with the theory's ceiling (models tagged `ceiling`)",
-               split_scores(records, tasks, ceilings))
+               partial(split_scores, records, tasks, ceilings))
     cd = [t.id for t in loaded.suite.tasks if t.family == "context_dependence"]
     if any(r.task in cd for r in records):
         yield ("cd-blocks", "context dependence: held-out accuracy per held-out block",
-               cd_blocks([r for r in records if r.task in cd], cd))
+               partial(cd_blocks, [r for r in records if r.task in cd], cd))
 
 
 FACTOR_FLOOR = -1.0  # bars below this R² are cut at it (and say so): one very negative factor would hide the rest
@@ -624,6 +626,69 @@ def _digest(loaded: Any, records: list[Record]) -> str:
     return h.hexdigest()
 
 
+@dataclass(frozen=True)
+class PlotsState:
+    """What the plots' manifest says before drawing: the plots still current (None: to be drawn), and the names
+    of the plots it listed (removed after drawing where no longer drawn)."""
+
+    digest: str
+    current: list[Plot] | None
+    stale: tuple[str, ...] = ()
+
+
+def plots_state(out_dir: Path | None, loaded: Any, records: list[Record], selected: frozenset[tuple[str, str]] | None = None) -> PlotsState:
+    """Whether the plots under out_dir/plots are current for these records (then read back), by the manifest's digest and
+    each file's sha256."""
+    from compbench.files import read_contained, sha256_contained
+
+    records = as_records(records)
+    digest = _digest(loaded, records)
+    if out_dir is None:
+        return PlotsState(digest, None)
+    try:
+        manifest = json.loads(read_contained(out_dir, f"plots/{MANIFEST}") or b"null")
+        listed = [(n, c) for n, c in manifest["plots"] if isinstance(n, str) and isinstance(c, str)]
+        files = manifest.get("sha256", {})
+        # A report of the whole suite removes what a partial one left (redrawing to get there).
+        cleans = selected is None and bool(manifest.get("left"))
+        if manifest.get("digest") == digest and not cleans and len(listed) == len(manifest["plots"]) and all(
+                isinstance(files.get(f"{n}.{e}"), str) and sha256_contained(out_dir, f"plots/{n}.{e}") == files[f"{n}.{e}"]
+                for n, _ in listed for e in ("png", "svg")):
+            return PlotsState(digest, [Plot(n, c, read_contained(out_dir, f"plots/{n}.png") or b"") for n, c in listed])
+        left = manifest.get("left", [])
+        return PlotsState(digest, None, tuple([n for n, _ in listed] + [n for n in (left if isinstance(left, list) else [])
+                                                                         if isinstance(n, str)]))
+    except (ValueError, KeyError, TypeError, AttributeError):  # none yet, or damaged: redrawn, nothing removed
+        return PlotsState(digest, None)
+
+
+def finish_plots(out_dir: Path | None, loaded: Any, state: PlotsState, drawn: list[tuple[int, Plot, dict[str, str]]],
+                 selected: frozenset[tuple[str, str]] | None = None) -> list[Plot]:
+    """The drawn shares (`draw_share`) in the suite's order; with out_dir, the plots no longer drawn removed and the manifest written."""
+    from compbench.files import OutputError, remove_contained, write_atomic
+
+    plots: list[Plot] = []
+    sha: dict[str, str] = {}
+    for _, plot, files in sorted(drawn, key=lambda d: d[0]):
+        plots.append(plot)
+        sha.update(files)
+    if out_dir is not None:
+        left = []
+        for n in sorted(set(state.stale) - {p.name for p in plots}):
+            if not _plain_name(n):
+                raise OutputError(f"{out_dir / 'plots' / MANIFEST}: lists {n!r}, which is not a plot of {out_dir / 'plots'}; "
+                                  "nothing was deleted: the manifest was edited by hand or by a pull request — "
+                                  "check it, then delete the manifest to redraw the plots")
+            if not _only_selected(n, loaded, selected):
+                left.append(n)  # shows a cell this (partial) report did not select: not this report's to delete
+                continue
+            for ext in ("png", "svg"):
+                remove_contained(out_dir, f"plots/{n}.{ext}")
+        doc = {"digest": state.digest, "plots": [[p.name, p.caption] for p in plots], "sha256": sha}
+        write_atomic(out_dir, f"plots/{MANIFEST}", json.dumps({**doc, "left": left} if left else doc, indent=1))
+    return plots
+
+
 def write_plots(out_dir: Path | None, loaded: Any, records: list[Record],
                 selected: frozenset[tuple[str, str]] | None = None) -> list[Plot]:
     """Every plot of the suite; with out_dir, also written as PNG and SVG under out_dir/plots.
@@ -634,35 +699,35 @@ def write_plots(out_dir: Path | None, loaded: Any, records: list[Record],
     not trusted to name files: an entry that is not a plot of plots/ is an error, never deleted.
     `selected` (a partial run's (model, task) pairs): a plot no longer drawn is removed only when
     every cell it shows is selected; the others are kept, and listed as `left` in the manifest so
-    that a later report of the whole suite removes them.
+    that a later report of the whole suite removes them. (The report draws in several processes:
+    `plots_state`, `draw_share` in each, `finish_plots`; this is the same in one.)
     """
     records = as_records(records)
-    from compbench.files import OutputError, read_contained, remove_contained, sha256_contained, write_atomic
+    state = plots_state(out_dir, loaded, records, selected)
+    if state.current is not None:
+        return state.current
+    return finish_plots(out_dir, loaded, state, draw_share(out_dir, loaded, records, 0, 1), selected)
+
+
+# The plots `_figures` draws of one task; every other plot (scores, sweep-*, cd-blocks) shows several tasks.
+TASK_PLOTS = ("theory", "grid", "factors")
+
+
+
+def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: int, shards: int) -> list[tuple[int, Plot, dict[str, str]]]:
+    """The plots whose position in the suite's list is `shard` modulo `shards`, drawn (and with out_dir written):
+    (position, plot, sha256 of each file written). Each process sharing the drawing draws one share."""
+    from compbench.files import write_atomic
 
     plt = _plt()
-    digest = _digest(loaded, records)
-    stale: list[str] = []
-    if out_dir is not None:
-        try:
-            manifest = json.loads(read_contained(out_dir, f"plots/{MANIFEST}") or b"null")
-            listed = [(n, c) for n, c in manifest["plots"] if isinstance(n, str) and isinstance(c, str)]
-            files = manifest.get("sha256", {})
-            # A report of the whole suite removes what a partial one left (redrawing to get there).
-            cleans = selected is None and bool(manifest.get("left"))
-            if manifest.get("digest") == digest and not cleans and len(listed) == len(manifest["plots"]) and all(
-                    isinstance(files.get(f"{n}.{e}"), str) and sha256_contained(out_dir, f"plots/{n}.{e}") == files[f"{n}.{e}"]
-                    for n, _ in listed for e in ("png", "svg")):
-                return [Plot(n, c, read_contained(out_dir, f"plots/{n}.png") or b"") for n, c in listed]
-            left = manifest.get("left", [])
-            stale = [n for n, _ in listed] + [n for n in (left if isinstance(left, list) else []) if isinstance(n, str)]
-        except (ValueError, KeyError, TypeError, AttributeError):  # none yet, or damaged: redrawn, nothing removed
-            stale = []
-    plots = []
-    sha: dict[str, str] = {}
-    for name, caption, fig in _figures(loaded, records):
+    drawn = []
+    for i, (name, caption, draw) in enumerate(_figures(loaded, records)):
+        if i % shards != shard:
+            continue
+        fig = draw()
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
-        plots.append(Plot(name, caption, buf.getvalue()))
+        sha: dict[str, str] = {}
         if out_dir is not None:
             svg = io.BytesIO()
             fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
@@ -670,25 +735,8 @@ def write_plots(out_dir: Path | None, loaded: Any, records: list[Record],
                 write_atomic(out_dir, f"plots/{name}.{ext}", data)
                 sha[f"{name}.{ext}"] = hashlib.sha256(data).hexdigest()
         plt.close(fig)
-    if out_dir is not None:
-        left = []
-        for n in sorted(set(stale) - {p.name for p in plots}):
-            if not _plain_name(n):
-                raise OutputError(f"{out_dir / 'plots' / MANIFEST}: lists {n!r}, which is not a plot of {out_dir / 'plots'}; "
-                                  "nothing was deleted: the manifest was edited by hand or by a pull request — "
-                                  "check it, then delete the manifest to redraw the plots")
-            if not _only_selected(n, loaded, selected):
-                left.append(n)  # shows a cell this (partial) report did not select: not this report's to delete
-                continue
-            for ext in ("png", "svg"):
-                remove_contained(out_dir, f"plots/{n}.{ext}")
-        doc = {"digest": digest, "plots": [[p.name, p.caption] for p in plots], "sha256": sha}
-        write_atomic(out_dir, f"plots/{MANIFEST}", json.dumps({**doc, "left": left} if left else doc, indent=1))
-    return plots
-
-
-# The plots `_figures` draws of one task; every other plot (scores, sweep-*, cd-blocks) shows several tasks.
-TASK_PLOTS = ("theory", "grid", "factors")
+        drawn.append((i, Plot(name, caption, buf.getvalue()), sha))
+    return drawn
 
 
 def _only_selected(name: str, loaded: Any, selected: frozenset[tuple[str, str]] | None) -> bool:

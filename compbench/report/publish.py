@@ -108,7 +108,15 @@ def publish(
         else:
             to_run.append(name)
     if _draws_plots(to_run, formats) and _can_fork():
-        ctx.drawing = _PlotWorker(out_dir if "png" in formats else None, loaded, records, selected)
+        from compbench.report.plots import plots_state
+        from compbench.runner.threads import usable_cores
+
+        plots_dir = out_dir if "png" in formats else None
+        state = plots_state(plots_dir, loaded, records, selected)
+        if state.current is not None:
+            ctx.plots = state.current  # still current: read back, nothing drawn
+        else:
+            ctx.drawing = _PlotWorker(plots_dir, loaded, records, selected, state, usable_cores())
     try:
         # The writers that never look at the plots run first, while the plots are being drawn.
         for name in sorted(to_run, key=lambda n: n not in _WITHOUT_PLOTS):
@@ -148,9 +156,9 @@ def _can_fork() -> bool:
         multiprocessing.get_start_method(allow_none=True) in (None, "fork")
 
 
-def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord],
-          selected: frozenset[tuple[str, str]] | None = None, parent: int | None = None, inherited: tuple[Any, ...] = ()) -> None:
-    """In the forked process: draw (and with out_dir, write) the plots, send them back, or the traceback.
+def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord], shard: int, shards: int,
+          parent: int | None = None, inherited: tuple[Any, ...] = ()) -> None:
+    """In a forked process: draw (and with out_dir, write) one share of the plots, send it back, or the traceback.
 
     It dies with `parent` (a `kill -9` of the report leaves no process drawing), closing `inherited`
     (its copy of the pipe's read end, which kept a send to a dead parent blocked for ever) first.
@@ -162,9 +170,9 @@ def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[Ce
     die_with_parent(parent, inherited)
 
     try:
-        from compbench.report.plots import write_plots
+        from compbench.report.plots import draw_share
 
-        result: tuple[str, Any] = ("ok", write_plots(out_dir, loaded, records, selected))
+        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards))
     except OutputError as exc:  # a full disk, a link where a plot goes: the parent says so in one line
         result = ("output", str(exc))
     except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
@@ -174,49 +182,61 @@ def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[Ce
 
 
 class _PlotWorker:
-    """The report's plots drawn in a forked process while this one writes the files that do not need them.
+    """The report's plots drawn in forked processes, one per usable core, while this one writes the files that do not need them.
 
     Drawing is most of a fresh report (about 12 s of 17 for kernel-limits: 21 figures as PNG and
-    SVG); the predictions and CSV files take the rest, so on two cores the two overlap.
+    SVG); the predictions and CSV files take the rest. Each process draws every `shards`-th plot;
+    this one then writes the plots' manifest (`report.plots.finish_plots`), so the files are those
+    one process drawing them all would write.
     """
 
     def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord],
-                 selected: frozenset[tuple[str, str]] | None = None) -> None:
+                 selected: frozenset[tuple[str, str]] | None, state: Any, shards: int) -> None:
         import multiprocessing
 
         from compbench.runner.orphan import inherited_ends, parent_of_children
 
         mp = multiprocessing.get_context("fork")
-        self.conn, child = mp.Pipe(duplex=False)
-        self.proc = mp.Process(target=_draw, daemon=True, name="compbench-plots", args=(
-            child, out_dir, loaded, records, selected, parent_of_children(mp), inherited_ends(mp, self.conn)))
-        self.proc.start()
-        child.close()
+        self.out_dir, self.loaded, self.selected, self.state = out_dir, loaded, selected, state
+        self.procs: list[tuple[Any, Any]] = []
+        for k in range(shards):
+            conn, child = mp.Pipe(duplex=False)
+            proc = mp.Process(target=_draw, daemon=True, name=f"compbench-plots-{k}", args=(
+                child, out_dir, loaded, records, k, shards, parent_of_children(mp), inherited_ends(mp, conn)))
+            proc.start()
+            child.close()
+            self.procs.append((proc, conn))
         self._result: list[Any] | None = None
 
     def result(self) -> list[Any]:
-        """The plots (waiting for them); a failure in the drawing process is raised here with its traceback."""
+        """The plots (waiting for them); a failure in a drawing process is raised here with its traceback."""
         if self._result is not None:
             return self._result
-        try:
-            kind, payload = self.conn.recv()
-        except EOFError:
-            self.proc.join()
-            raise RuntimeError(f"the process drawing the report's plots died (exit code {self.proc.exitcode})") from None
-        self.proc.join()
-        if kind == "output":
-            raise OutputError(payload)
-        if kind != "ok":
-            raise RuntimeError(f"drawing the report's plots failed (in its own process):\n{payload}")
-        self._result = payload
-        return payload
+        from compbench.report.plots import finish_plots
+
+        drawn: list[Any] = []
+        for proc, conn in self.procs:
+            try:
+                kind, payload = conn.recv()
+            except EOFError:
+                proc.join()
+                raise RuntimeError(f"a process drawing the report's plots died (exit code {proc.exitcode})") from None
+            proc.join()
+            if kind == "output":
+                raise OutputError(payload)
+            if kind != "ok":
+                raise RuntimeError(f"drawing the report's plots failed (in its own process):\n{payload}")
+            drawn.extend(payload)
+        self._result = finish_plots(self.out_dir, self.loaded, self.state, drawn, self.selected)
+        return self._result
 
     def stop(self) -> None:
-        """Stop the drawing process if it still runs (this one is stopping early) and close the pipe."""
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
-        self.conn.close()
+        """Stop the drawing processes that still run (this one is stopping early) and close the pipes."""
+        for proc, conn in self.procs:
+            if proc.is_alive():
+                proc.kill()
+            proc.join()
+            conn.close()
 
 
 @dataclass
