@@ -114,15 +114,16 @@ def sprites(tmp_path_factory):
     path = tmp_path_factory.mktemp("sprites") / "tiny-sprites.yaml"
     path.write_text(SPRITES)
     results = compbench.evaluate(str(path), threads=1)
-    task = prepare_tasks(compbench.load_suite(str(path)))["composition"]
-    return {r.model: r for r in results.records}, task
+    loaded = compbench.load_suite(str(path))
+    task = prepare_tasks(loaded)["composition"]
+    return {r.model: r for r in results.records}, task, loaded
 
 
 def test_records_carry_the_probe_and_the_similarity_and_a_kernel_has_no_probe(sprites):
     from compbench.adapters.frozen_probe import FrozenProbeParams, _features
     from compbench.theory import relu_ntk
 
-    records, task = sprites
+    records, task, _ = sprites
     data, enc = task.data, task.encoded
     test = np.asarray(data.test_mask)
     assert all(r.ok for r in records.values()), [r.message for r in records.values()]
@@ -154,8 +155,30 @@ def test_records_carry_the_probe_and_the_similarity_and_a_kernel_has_no_probe(sp
 def test_rescoring_keeps_the_representation_diagnostics(sprites):
     from compbench.scoring.score import rescore
 
-    records, task = sprites
+    records, task, _ = sprites
     cnn = records["cnn"]
     again = rescore(task, replace(cnn, metrics={}, scoring="another"))
     for name in ("probe_r2", "probe_r2.scale", "probe_acc.shape", "nearest_train_similarity"):
         assert again.metrics[name] == pytest.approx(cnn.metrics[name], abs=1e-9)
+
+
+def test_the_similarity_plot_draws_each_held_out_cell_error_against_its_similarity(sprites):
+    from compbench.report.plots import _figures, cell_errors, model_colors, similarity_scatter
+
+    records, task, loaded = sprites
+    data, recs = task.data, list(records.values())
+    fig = similarity_scatter("composition", recs, data, model_colors(list(records)))
+    panels = {ax.get_title().split(" (")[0]: ax for ax in fig.axes if ax.get_visible()}
+    assert set(panels) == {"relu-ntk", "probe", "cnn"}
+    ntk = records["relu-ntk"]
+    y = np.asarray(data.y)[:, :3]  # scale, x, y (the shape's one-hot block is not an ordinal error)
+    err = np.mean((np.asarray(ntk.predictions)[:, :3] - y) ** 2, axis=1)
+    assert np.allclose(cell_errors(ntk, data), err)
+    test = np.asarray(data.test_mask)
+    drawn = panels["relu-ntk"].collections[0].get_offsets()
+    assert np.allclose(drawn, np.column_stack([[v for v in ntk.nearest_train if v is not None], err[test]]))
+    names = [name for name, _, _ in _figures(loaded, recs)]
+    assert "similarity-composition" in names
+    # records without the diagnostic (another kind of task, or stored before it) draw no such plot
+    bare = [replace(r, nearest_train=None) for r in recs]
+    assert "similarity-composition" not in [name for name, _, _ in _figures(loaded, bare)]
