@@ -182,3 +182,17 @@ def test_the_similarity_plot_draws_each_held_out_cell_error_against_its_similari
     # records without the diagnostic (another kind of task, or stored before it) draw no such plot
     bare = [replace(r, nearest_train=None) for r in recs]
     assert "similarity-composition" not in [name for name, _, _ in _figures(loaded, bare)]
+
+
+def test_the_leaderboard_shows_the_probe_and_the_similarity_beside_the_held_out_score():
+    from compbench.records import CellRecord, Status
+    from compbench.report.tables import factor_columns, factor_tables
+
+    metrics = {"factor_r2": 0.3, "factor_r2.x": 0.2, "class_acc.shape": 0.9, "probe_r2": 0.6, "probe_r2.x": 0.5,
+               "probe_acc.shape": 1.0, "nearest_train_similarity": 0.97, "factor_slope.x": 1.0}
+    rec = CellRecord(key="k", task="composition", model="cnn", seed=0, status=Status.OK, kind="regression", metrics=metrics)
+    assert factor_columns([rec]) == (["factor_r2", "probe_r2", "nearest_train_similarity", "factor_r2.x", "class_acc.shape",
+                                      "probe_r2.x", "probe_acc.shape"], ["factor_slope.x"])
+    table = factor_tables([rec], ["composition"])[0]
+    assert table.rows[0][:5] == ["cnn", "composition", "0.300", "0.600", "0.970"]
+    assert "probe mean R²" in " ".join(table.headers) and "nearest-train similarity" in " ".join(table.headers)
