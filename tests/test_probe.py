@@ -146,10 +146,12 @@ def test_records_carry_the_probe_and_the_similarity_and_a_kernel_has_no_probe(sp
     expected = representation_metrics(data.output_names, np.asarray(data.y), test, preds, None)[0]
     for name in ("probe_r2.scale", "probe_r2.x", "probe_r2.y", "probe_r2", "probe_acc.shape"):
         assert fp.metrics[name] == pytest.approx(expected[name], abs=1e-8)
-    # the CNN: a probe of its trained penultimate layer and a similarity under its eNTK at init, both real numbers
-    cnn = records["cnn"]
-    assert math.isfinite(cnn.metrics["probe_r2"]) and not cnn.not_applicable
-    assert -1.0 <= cnn.metrics["nearest_train_similarity"] <= 1.0
+    # the CNN and the MLP: a probe of their trained penultimate layer and a similarity under their eNTK at init
+    for net in ("cnn", "mlp"):
+        rec = records[net]
+        assert math.isfinite(rec.metrics["probe_r2"]) and not rec.not_applicable, net
+        assert -1.0 <= rec.metrics["nearest_train_similarity"] <= 1.0, net
+        assert [v is not None for v in rec.nearest_train] == test.tolist(), net
 
 
 def test_rescoring_keeps_the_representation_diagnostics(sprites):
@@ -169,7 +171,7 @@ def test_the_similarity_plot_draws_each_held_out_cell_error_against_its_similari
     data, recs = task.data, list(records.values())
     fig = similarity_scatter("composition", recs, data, model_colors(list(records)))
     panels = {ax.get_title().split(" (")[0]: ax for ax in fig.axes if ax.get_visible()}
-    assert set(panels) == {"relu-ntk", "probe", "cnn"}
+    assert set(panels) == {"relu-ntk", "probe", "cnn", "mlp"}
     ntk = records["relu-ntk"]
     y = np.asarray(data.y)[:, :3]  # scale, x, y (the shape's one-hot block is not an ordinal error)
     err = np.mean((np.asarray(ntk.predictions)[:, :3] - y) ** 2, axis=1)
@@ -196,3 +198,18 @@ def test_the_leaderboard_shows_the_probe_and_the_similarity_beside_the_held_out_
     table = factor_tables([rec], ["composition"])[0]
     assert table.rows[0][:5] == ["cnn", "composition", "0.300", "0.600", "0.970"]
     assert "probe mean R²" in " ".join(table.headers) and "nearest-train similarity" in " ".join(table.headers)
+
+
+def test_the_stacked_mlps_features_are_its_read_outs_input():
+    import torch
+
+    from compbench.training.batched_mlp import init_stacked_mlp, stacked_features, stacked_forward
+
+    x = torch.as_tensor(np.random.default_rng(3).normal(size=(7, 5)))
+    for depth, d_out in ((1, 1), (2, 3)):
+        layers = init_stacked_mlp([0, 1], 5, 16, depth, 1.0, True, torch.float64, "cpu", d_out=d_out)
+        phi = stacked_features(layers, x)
+        assert phi.shape == (2, 7, 16)
+        w, b = layers[-1]
+        out = (torch.bmm(phi, w) + b).reshape(stacked_forward(layers, x).shape)  # the read-out applied by hand
+        assert torch.allclose(out, stacked_forward(layers, x))
