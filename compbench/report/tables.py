@@ -404,7 +404,7 @@ def factor_columns(records: list[CellRecord]) -> tuple[list[str], list[str]]:
     e.g. factor_r2, factor_r2.scale, …, class_acc.shape) and the rest (e.g. factor_slope.scale, …). Both empty for
     a suite without multi-factor tasks. The means come first, the linear probe's (probe_r2) and the nearest-training
     similarity beside factor_r2 where the records carry them."""
-    present = {name for r in as_records(records) if r.ok for name in r.metrics}
+    present = dict.fromkeys(name for r in as_records(records) if r.ok for name in r.metrics)  # in the records' order
     groups = per_factor_groups(present)
     scores: list[str] = []
     others: list[str] = []
