@@ -82,3 +82,26 @@ def test_docs_measured_numbers_are_the_published_ones():
                 metrics = metrics[::2]
                 assert mean(model, task, "theory_r2") == pytest.approx(1.0), (model, task)
             assert slopes == pytest.approx([round(mean(model, task, m), 2) for m in metrics], abs=1e-9), (model, task)
+
+def test_docs_probe_and_similarity_numbers_are_the_published_ones():
+    """The read-out / probe (similarity) table: each cell the published means over seeds, '–' where a model has none."""
+    with open(ROOT / "results" / "factor-grid" / "records.csv", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    doc = DOCS.read_text(encoding="utf-8").split("**Read-out, probe and nearest-training similarity.**", 1)[1].split("\n\n- ", 1)[0]
+    tasks = ("random", "composition", "interpolation", "extrapolation")
+
+    def mean(model: str, task: str, metric: str) -> float:
+        return float(np.mean([float(r[metric]) for r in rows if r["model"] == model and r["task"] == task]))
+
+    for model in ("relu-ntk", "convnet", "vanilla-cnn", "convnet-lazy", "probe"):
+        (line,) = [ln for ln in doc.splitlines() if ln.startswith(f"| `{model}` |")]
+        for task, cell in zip(tasks, line.strip("|").split("|")[1:]):
+            ran = any(r["model"] == model and r["task"] == task for r in rows)
+            if not ran:
+                assert _numbers(cell) == [], (model, task, cell)
+                continue
+            metrics = ["factor_r2", "probe_r2", "nearest_train_similarity"]
+            if model == "relu-ntk":  # a kernel: no features, its probe n/a
+                assert all(r["probe_r2.n/a"] for r in rows if r["model"] == model and r["task"] == task)
+                metrics.remove("probe_r2")
+            assert _numbers(cell) == pytest.approx([round(mean(model, task, m), 3) for m in metrics], abs=1e-9), (model, task)

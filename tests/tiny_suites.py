@@ -117,3 +117,25 @@ def cli(*argv: str) -> Result:
     finally:
         set_limits(**dataclasses.asdict(saved))
     return Result(rc, out.getvalue(), err.getvalue())
+
+# The factor-grid's representation diagnostics in seconds (tests/test_probe.py): 2 shapes × 2 scales × 3 x × 3 y sprites
+# at 16×16, the corner (scale 1, x 2) held out; the pixel ReLU NTK (a kernel: no features), the frozen-feature probe
+# (its features are its read-out's), a small CNN and an MLP on the pixels (its empirical NTK) trained briefly.
+SPRITES = """\
+name: tiny-sprites
+seeds: 1
+tasks:
+  - id: composition
+    family: sprites
+    params: {shapes: [square, ellipse], scales: 2, orientations: 1, positions_x: 3, positions_y: 3, targets: [scale, x, y],
+             split: {rule: corner, values: {scale: 1, x: 2}}}
+    encoding: {name: sprites, size: 16}
+models:
+  - {id: relu-ntk, adapter: kernel, params: {kernel: relu_ntk}}
+  - {id: probe, adapter: frozen_probe, params: {channels: [4], width: 64}}
+  - id: cnn
+    adapter: convnet
+    params: {channels: [4], kernel_size: 3, padding: valid, pool: [0], hidden: [16], optimizer: adam, lr: 1.0e-2,
+             momentum: 0.0, epochs: 20, batch_size: 8}
+  - {id: mlp, adapter: mlp, params: {width: 32, lr: 0.05, max_steps: 200}}
+"""

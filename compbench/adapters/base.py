@@ -34,6 +34,12 @@ class Fitted:
     # Set only when the adapter's own fit *is* the theory engine's solver (kernel SVM/SVR), so the
     # runner need not solve the same problem twice.
     theory_predictions: np.ndarray | None = None
+    # The trained model's representation, (Φ_train, Φ_eval): its penultimate features on the training and
+    # evaluation samples (n × d each), for the linear probe (compbench.theory.probe); None: it has none (a kernel).
+    features: tuple[np.ndarray, np.ndarray] | None = None
+    # k(x, x) of the theory kernel on each evaluation sample (averaged over outputs), for the nearest-training-sample
+    # similarity (compbench.theory.similarity); None: the runner asks `Adapter.kernel`, if the model has one.
+    kernel_diagonal: np.ndarray | None = None
 
 
 # What `compbench.theory.predict.theory_predictions` accepts from `Adapter.theory_options()`.
@@ -131,7 +137,20 @@ def check_fitted(fitted: Any, n_train: int, n_eval: int, n_outputs: int | None =
         problems += check_kernels(fitted.kernels, n_train, n_eval, n_outputs)
     if fitted.theory_predictions is not None:
         problems += _array_problems(fitted.theory_predictions, "theory_predictions", "theory", (n_eval, *tail))
+    if fitted.features is not None:
+        problems += _feature_problems(fitted.features, n_train, n_eval)
+    if fitted.kernel_diagonal is not None:
+        problems += _array_problems(fitted.kernel_diagonal, "kernel_diagonal", "kernel-diagonal", (n_eval,))
     return problems
+
+
+def _feature_problems(features: Any, n_train: int, n_eval: int) -> list[ContractBreak]:
+    """Problems of a (Φ_train, Φ_eval) pair: finite float arrays of n_train and n_eval rows of the same width."""
+    if not isinstance(features, (tuple, list)) or len(features) != 2:
+        return [ContractBreak("features-shape", f"features must be a pair (Φ_train, Φ_eval), got {type(features).__name__}")]
+    width = int(np.shape(features[0])[1]) if np.ndim(features[0]) == 2 else 0
+    return _array_problems(features[0], "features Φ_train", "features", (n_train, max(1, width))) + _array_problems(
+        features[1], "features Φ_eval", "features", (n_eval, max(1, width)))
 
 
 def check_kernels(kernels: Any, n_train: int, n_eval: int, n_outputs: int | None = None) -> list[ContractBreak]:

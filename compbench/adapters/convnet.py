@@ -235,7 +235,7 @@ class ConvNetAdapter(NetworkAdapter):
             results = train_stacked_convnet(stacked, x_tr, y_tr, seeds=group, lr=p.lr, lrs=lrs, **shared)
             for i, net in enumerate(nets):
                 net.net.load_state_dict(stacked.member_state_dict(i))
-                fit = self._fitted(net, results[i], x_ev, at_init[i], options[i]["lr"])
+                fit = self._fitted(net, results[i], x_ev, at_init[i], options[i]["lr"], x_tr)
                 fit.info["stacked_seeds"] = len(group)  # train_seconds is the shared wall time of the group
                 fitted.append(fit)
             del stacked

@@ -221,6 +221,7 @@ class AtInit:
     seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
     targets: np.ndarray | None = None  # the training targets, kept for the finite-time theory (ntk_time: trained)
+    kernel_diagonal: np.ndarray | None = None  # k(x, x) of the (output-averaged) eNTK on each evaluation sample
 
     def lambda_max(self) -> float | None:
         """The largest eigenvalue of K_train (what lr_ntk scales by), or None without a theory kernel."""
@@ -354,6 +355,7 @@ class NetworkAdapter(Adapter):
         (dense Grams; trace or full with `outputs` ≥ 1), or, when they do not fit (`ntk_solver`), the
         matrix-free CG prediction."""
         from compbench.theory import empirical_ntk
+        from compbench.theory.similarity import kernel_diagonal
         from compbench.training.minibatch import predict
 
         p = self.params
@@ -373,6 +375,10 @@ class NetworkAdapter(Adapter):
                         empirical_ntk(net, x_tr, **kw).cpu().numpy(),
                         empirical_ntk(net, x_ev, x_tr, **kw).cpu().numpy(),
                     )
+                    # the similarity's normaliser, block by block (compbench.theory.similarity): the trace kernel's
+                    # diagonal, which is also the full one's averaged over outputs
+                    state.kernel_diagonal = kernel_diagonal(
+                        lambda a, b: empirical_ntk(net, x_ev[a:b], max_memory=p.ntk_max_memory).cpu().numpy(), len(x_ev))
                 else:
                     self._cg_theory(net, x_tr, x_ev, y_tr, state)
         state.seconds = time.perf_counter() - t0
@@ -419,8 +425,35 @@ class NetworkAdapter(Adapter):
             epochs=p.epochs, steps=p.steps, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
         )
 
-    def _fitted(self, net: torch.nn.Module, result: Any, x_ev: torch.Tensor, at_init: AtInit, lr: float) -> Fitted:
-        """One trained seed's Fitted: eval predictions, f_0, theory, info and the divergence error."""
+    def features(self, net: torch.nn.Module, x: torch.Tensor) -> np.ndarray | None:
+        """The network's penultimate features on `x` (n × d): the input of its last Linear layer (the read-out),
+        in eval mode; None for a network without a Linear layer (no read-out to probe below)."""
+        import torch
+
+        inner = getattr(net, "net", net)  # output_module's wrapper: the trained network, not centre's frozen copy
+        readout = None
+        for m in inner.modules():
+            if isinstance(m, torch.nn.Linear):
+                readout = m
+        if readout is None:
+            return None
+        captured: list[torch.Tensor] = []
+        handle = readout.register_forward_pre_hook(lambda _m, args: captured.append(args[0].detach().reshape(len(args[0]), -1)))
+        was = net.training
+        net.eval()
+        try:
+            with torch.no_grad():
+                for i in range(0, x.shape[0], 1024):
+                    net(x[i : i + 1024])
+        finally:
+            handle.remove()
+            net.train(was)
+        return torch.cat(captured).double().cpu().numpy() if captured else None
+
+    def _fitted(self, net: torch.nn.Module, result: Any, x_ev: torch.Tensor, at_init: AtInit, lr: float,
+                x_tr: torch.Tensor | None = None) -> Fitted:
+        """One trained seed's Fitted: eval predictions, f_0, theory, info, the divergence error, and with `x_tr` the
+        penultimate features (`features`) on the training and evaluation inputs."""
         from compbench.training.minibatch import predict
 
         preds = predict(net, x_ev).double().cpu().numpy()
@@ -440,7 +473,12 @@ class NetworkAdapter(Adapter):
         error = None
         if result.diverged or not np.all(np.isfinite(preds)):
             error = f"training diverged (non-finite loss) in epoch {result.epochs}"
-        return Fitted(preds, at_init.f0_train, at_init.f0_eval, info, error, at_init.kernels, at_init.theory)
+        feats = None
+        if x_tr is not None and error is None:
+            phi_tr, phi_ev = self.features(net, x_tr), self.features(net, x_ev)
+            feats = None if phi_tr is None or phi_ev is None else (phi_tr, phi_ev)
+        return Fitted(preds, at_init.f0_train, at_init.f0_eval, info, error, at_init.kernels, at_init.theory,
+                      features=feats, kernel_diagonal=at_init.kernel_diagonal)
 
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train one network per seed; predictions, f_0 and the empirical NTK at init per seed."""
@@ -455,7 +493,7 @@ class NetworkAdapter(Adapter):
             options = self._train_options(at_init)
             with seeded_rng(seed, self.device):
                 result = train_minibatch(net, x_tr, y_tr, seed=seed, **options)
-            fitted.append(self._fitted(net, result, x_ev, at_init, options["lr"]))
+            fitted.append(self._fitted(net, result, x_ev, at_init, options["lr"], x_tr))
         return fitted
 
     def _trained_theory(self, at_init: AtInit, lr: float, steps: int) -> None:

@@ -103,7 +103,9 @@ class FrozenProbeAdapter(Adapter):
             rhs = np.concatenate([y, np.zeros((phi_tr.shape[1], *y.shape[1:]))]) if lam > 0 else y
             w, *_ = np.linalg.lstsq(a, rhs, rcond=None)
             preds = phi_ev @ w
-            out.append(Fitted(preds, info={"features": int(phi_tr.shape[1])}, kernels=(phi_tr @ phi_tr.T, phi_ev @ phi_tr.T)))
+            # its features are its representation, so the linear probe re-fits its own read-out (up to the probe's λ)
+            out.append(Fitted(preds, info={"features": int(phi_tr.shape[1])}, kernels=(phi_tr @ phi_tr.T, phi_ev @ phi_tr.T),
+                              features=(phi_tr, phi_ev), kernel_diagonal=np.sum(phi_ev**2, axis=1)))
         return out
 
     def theory_options(self) -> dict[str, Any]:

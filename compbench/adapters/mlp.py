@@ -91,6 +91,7 @@ class MLPAdapter(Adapter):
         from compbench.training.batched_mlp import (
             init_stacked_mlp,
             member_module,
+            stacked_features,
             stacked_forward,
             train_stacked,
         )
@@ -119,8 +120,10 @@ class MLPAdapter(Adapter):
             f0_ev = stacked_forward(layers, x_ev).double().cpu().numpy()
         f0_tr = f0_tr_t.double().cpu().numpy()
         kernels: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seeds)
+        diagonals: list[np.ndarray | None] = [None] * len(seeds)
         if p.theory == "empirical":
             from compbench.theory import empirical_ntk
+            from compbench.theory.similarity import kernel_diagonal
 
             for i in range(len(seeds)):
                 module = member_module(layers, i)
@@ -128,6 +131,8 @@ class MLPAdapter(Adapter):
                     empirical_ntk(module, x_tr, outputs=p.ntk_outputs).cpu().numpy(),
                     empirical_ntk(module, x_ev, x_tr, outputs=p.ntk_outputs).cpu().numpy(),
                 )
+                # k(x, x) for the nearest-training similarity (the trace kernel's: the full one's averaged over outputs)
+                diagonals[i] = kernel_diagonal(lambda a, b, m=module: empirical_ntk(m, x_ev[a:b]).cpu().numpy(), len(x_ev))
         result = train_stacked(
             layers,
             x_tr,
@@ -142,6 +147,9 @@ class MLPAdapter(Adapter):
         )
         with torch.no_grad():
             preds = stacked_forward(layers, x_ev).double().cpu().numpy()
+            # the trained members' representation, for the linear probe on factor tasks
+            phi_tr = stacked_features(layers, x_tr).double().cpu().numpy()
+            phi_ev = stacked_features(layers, x_ev).double().cpu().numpy()
         if p.center:
             preds = preds - f0_ev
             f0_tr, f0_ev = np.zeros_like(f0_tr), np.zeros_like(f0_ev)
@@ -158,7 +166,8 @@ class MLPAdapter(Adapter):
             error = None
             if result.diverged[i] or not np.all(np.isfinite(preds[i])):
                 error = f"training diverged (non-finite loss) at step {result.steps[i]}"
-            fitted.append(Fitted(preds[i], f0_tr[i], f0_ev[i], info, error, kernels[i]))
+            fitted.append(Fitted(preds[i], f0_tr[i], f0_ev[i], info, error, kernels[i], features=(phi_tr[i], phi_ev[i]),
+                                 kernel_diagonal=diagonals[i]))
         return fitted
 
     def kernel(self, a: Batch, b: Batch) -> np.ndarray | None:

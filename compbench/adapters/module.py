@@ -110,7 +110,7 @@ class ModuleAdapter(NetworkAdapter):
             for seed, net in zip(seeds, nets):
                 with seeded_rng(seed, self.device):
                     results.append(train_minibatch(net, x_tr, y_tr, seed=seed, **options))
-        fitted = [self._fitted(net, r, x_ev, a, options["lr"]) for net, r, a in zip(nets, results, at_init)]
+        fitted = [self._fitted(net, r, x_ev, a, options["lr"], x_tr) for net, r, a in zip(nets, results, at_init)]
         for f in fitted:
             f.info.update(seeds_stacked=not why, **({"seeds_stacked_why": why} if why else {}))
         return fitted

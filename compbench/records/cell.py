@@ -111,6 +111,11 @@ class CellRecord:
     code: str | None = None  # hash of the code that produced its predictions (None: unknown, schema 1)
     scoring: str | None = None  # hash of the code that scored them (scoring.score; another: rescored on read)
     samples: dict[str, Any] | None = None  # per-sample outputs, where scoring reads more than cell means
+    # A task whose outputs are named factors: a linear probe's prediction per cell from the model's penultimate
+    # features (None: it has none), and each held-out cell's nearest-training similarity under its own kernel (None
+    # for a training cell; the whole field None without a kernel). Scoring reads them as it reads `predictions`.
+    probe_predictions: list[Any] | None = None
+    nearest_train: list[float | None] | None = None
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -266,7 +271,7 @@ _FLAT_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", 
 # Fields a schema-1 record had only in some records: absent there, None here.
 _OPTIONAL_V1 = frozenset({"error", "per_output", "predictions", "theory_predictions", "theory_variance", "theory_kernel", "theory_objective",
                           "theory_note", "n_classes", "params", "version", "code", "kind", "suite", "n_train", "n_test",
-                          "scoring", "samples", "threads"})
+                          "scoring", "samples", "threads", "probe_predictions", "nearest_train"})
 # Schema-1 keys that were record fields, not metrics.
 _V1_FIELDS = frozenset(_FIELDS) | {"schema_version", "error_stage", "traceback", "contract_breaks"}
 

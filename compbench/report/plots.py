@@ -8,6 +8,8 @@
   (init scale σ, width).
 - cd-blocks: context dependence: held-out accuracy per held-out block, per model; big kernel sweeps
   as the share of kernels with perfect held-out accuracy.
+- similarity-<task>: tasks whose outputs are named factors: each held-out cell's error against its
+  similarity to the nearest training sample under each model's own kernel.
 
 Every plotting function returns its matplotlib Figure (for tests); `write_plots` saves them.
 """
@@ -509,6 +511,9 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Cal
         if factors:
             yield (f"factors-{entry.id}", f"{entry.id}: held-out R² per factor, each model beside its theory's",
                    partial(factor_bars, entry.id, recs, factors, colors))
+        if any(r.nearest_train is not None for r in _ok(recs)):
+            yield (f"similarity-{entry.id}", f"{entry.id}: each held-out cell's error against its similarity to the nearest "
+                   "training sample under the model's own kernel", partial(similarity_scatter, entry.id, recs, data, colors))
     swept = [k for k in SWEEP_PARAMS if any(k in (r.sweep or {}) for r in records)]
     for param in swept:
         groups = {r.group for r in records if param in (r.sweep or {})}
@@ -573,6 +578,48 @@ def factor_bars(task: str, records: list[Record], factors: Sequence[str], colors
     return fig
 
 
+def cell_errors(record: Record, data: Any) -> np.ndarray:
+    """Each cell's squared error of the record's prediction, averaged over the task's ordinal (regressed) factors."""
+    names = data.output_names or tuple(str(k) for k in range(np.shape(data.y)[1] if np.ndim(data.y) == 2 else 1))
+    cols = [k for k, name in enumerate(names) if "=" not in name]
+    preds = np.asarray(record.predictions, dtype=float).reshape(len(data.cells), -1)[:, cols]
+    truth = np.asarray(data.y, dtype=float).reshape(len(data.cells), -1)[:, cols]
+    return np.mean((preds - truth) ** 2, axis=1)
+
+
+def similarity_scatter(task: str, records: list[Record], data: Any, colors: dict[str, Any]):  # type: ignore[no-untyped-def]
+    """One panel per model with a kernel: each held-out cell's error (`cell_errors`, every seed) against its similarity to
+    the nearest training sample under that model's own kernel (`CellRecord.nearest_train`): error falling with
+    similarity is interpolation between near-duplicates, a flat cloud composition or its failure."""
+    records = as_records(records)
+    plt = _plt()
+    ok = [r for r in _ok(records) if r.nearest_train is not None and r.predictions is not None]
+    models = list(dict.fromkeys(r.model for r in ok))
+    ncols = min(3, max(1, len(models)))
+    nrows = math.ceil(max(1, len(models)) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols + 0.6, 3.0 * nrows + 0.6), squeeze=False, layout="constrained",
+                             sharey=True)
+    for k, ax in enumerate(axes.flat):
+        if k >= len(models):
+            ax.set_visible(False)
+            continue
+        model = models[k]
+        xs, ys = [], []
+        for r in (r for r in ok if r.model == model):
+            err = cell_errors(r, data)
+            pairs = [(s, e) for s, e in zip(r.nearest_train, err) if s is not None and math.isfinite(e)]
+            xs += [s for s, _ in pairs]
+            ys += [e for _, e in pairs]
+        ax.scatter(xs, ys, s=9, alpha=0.6, color=colors.get(model, f"C{k % 10}"), edgecolors="none")
+        r_xy = float(np.corrcoef(xs, ys)[0, 1]) if len(xs) > 2 and np.std(xs) > 0 and np.std(ys) > 0 else math.nan
+        ax.set_title(f"{model}" + ("" if math.isnan(r_xy) else f" (r = {r_xy:.2f})"), fontsize=9)
+        ax.set_xlabel("similarity to the nearest training sample", fontsize=8)
+        if k % ncols == 0:
+            ax.set_ylabel("held-out squared error (mean over factors)", fontsize=8)
+    fig.suptitle(f"{task}: held-out error against nearest-training similarity under each model's own kernel", fontsize=10)
+    return fig
+
+
 def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence[str]):  # type: ignore[no-untyped-def]
     """Held-out score per task (split) and model: networks as bars (mean ± std over seeds), `ceilings` as lines.
 
@@ -622,7 +669,7 @@ def _digest(loaded: Any, records: list[Record]) -> str:
         h.update(json.dumps([r.key, r.model, r.group, r.task, r.seed, r.status.value,
                              r.sweep, r.message], default=str).encode())
         if not r.key:  # hand-made records: hash what is drawn
-            h.update(json.dumps([r.predictions, r.theory_predictions], default=str).encode())
+            h.update(json.dumps([r.predictions, r.theory_predictions, r.nearest_train], default=str).encode())
     return h.hexdigest()
 
 
@@ -710,7 +757,7 @@ def write_plots(out_dir: Path | None, loaded: Any, records: list[Record],
 
 
 # The plots `_figures` draws of one task; every other plot (scores, sweep-*, cd-blocks) shows several tasks.
-TASK_PLOTS = ("theory", "grid", "factors")
+TASK_PLOTS = ("theory", "grid", "factors", "similarity")
 
 
 

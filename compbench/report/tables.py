@@ -402,14 +402,19 @@ def factor_columns(records: list[CellRecord]) -> tuple[list[str], list[str]]:
     """The per-factor metrics the scored records carry, as two lists of columns: the scores (metrics with a better
     direction: each base's mean over the factors where the metric facts have one, then its per-factor metrics,
     e.g. factor_r2, factor_r2.scale, …, class_acc.shape) and the rest (e.g. factor_slope.scale, …). Both empty for
-    a suite without multi-factor tasks."""
-    groups = per_factor_groups(name for r in as_records(records) if r.ok for name in r.metrics)
+    a suite without multi-factor tasks. The means come first, the linear probe's (probe_r2) and the nearest-training
+    similarity beside factor_r2 where the records carry them."""
+    present = dict.fromkeys(name for r in as_records(records) if r.ok for name in r.metrics)  # in the records' order
+    groups = per_factor_groups(present)
     scores: list[str] = []
     others: list[str] = []
     for base, names in groups.items():
         mean = [base] if base in METRICS else []  # the factors' mean where it is a metric of its own (factor_r2)
         (scores if PER_FACTOR[base].direction else others).extend(mean + names)
-    return scores, others
+    # what the representation knows (the probe) and how near the training data the held-out cells are, beside the
+    # held-out score they qualify: a read-out failure from a representation failure, composition from near-duplication
+    head = [m for m in ("factor_r2", "probe_r2", "nearest_train_similarity") if m in present] if scores else []
+    return head + [c for c in scores if c not in head], others
 
 
 def _ok_by_cell(records: list[CellRecord]) -> dict[tuple[str, str], list[CellRecord]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -139,7 +140,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
         else:
             where = ["theory solve"]  # _score moves it on, so a failure says which step raised
             try:
-                scored = _score(job, fit, shared, options, kernel_name, enc, where, shared_factor)
+                scored = _score(job, fit, shared, options, kernel_name, enc, where, shared_factor, adapter)
                 rec = CellRecord(**base, **scored, theory_variance=theory_variance, theory_sd=theory_sd, status=Status.OK,
                                  wall_time=train_wall + time.perf_counter() - t0)
             except KeyboardInterrupt:
@@ -246,8 +247,43 @@ def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any
     return flat.reshape(-1, k)
 
 
+def _representation(job: Job, fit: Fitted, kernels: Any, enc: Any, adapter: Any) -> tuple[np.ndarray | None, list[float | None] | None]:
+    """On a task whose outputs are named factors: the linear probe's prediction per cell from the seed's penultimate
+    features, and each held-out cell's mean over its samples of the nearest-training similarity under the seed's
+    theory kernel (compbench.theory.probe, .similarity); (None, None) elsewhere, None for what the model lacks."""
+    from compbench.theory.similarity import kernel_diagonal, nearest_similarity, output_trace
+
+    data = job.task.data
+    if not scoring._has_factors(data):
+        return None, None
+    n, ids = len(data.cells), np.asarray(enc.evaluate.cell_ids)
+    probe = None
+    if fit.features is not None:
+        from compbench.theory.probe import linear_probe
+
+        samples = np.asarray(linear_probe(fit.features[0], enc.train.regression_targets(), fit.features[1]))
+        samples = samples.reshape(len(ids), -1)
+        probe = np.stack([scoring.per_cell(samples[:, j], ids, n) for j in range(samples.shape[1])], axis=1)
+    if kernels is None:
+        return probe, None
+    n_tr, n_ev = len(enc.train), len(enc.evaluate)
+    diag = fit.kernel_diagonal
+    if diag is None:  # the model's own kernel on each evaluation sample, where it has one (a kernel machine)
+        rows = lambda a, b: replace(enc.evaluate, x=enc.evaluate.x[a:b], cells=enc.evaluate.cells[a:b],  # noqa: E731
+                                    cell_ids=enc.evaluate.cell_ids[a:b],
+                                    y=None if enc.evaluate.y is None else enc.evaluate.y[a:b],
+                                    mask=None if enc.evaluate.mask is None else enc.evaluate.mask[a:b])
+        if adapter.kernel(rows(0, 1), rows(0, 1)) is None:
+            return probe, None
+        diag = kernel_diagonal(lambda a, b: adapter.kernel(rows(a, b), rows(a, b)), n_ev)
+    sims = nearest_similarity(output_trace(kernels[1], n_ev, n_tr), np.diagonal(output_trace(kernels[0], n_tr, n_tr)), diag)
+    cell = scoring.per_cell(sims, ids, n)
+    test = np.asarray(data.test_mask, dtype=bool)
+    return probe, [float(v) if held and np.isfinite(v) else None for v, held in zip(cell, test)]
+
+
 def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str],
-           shared_factor: _SharedFactor | None = None) -> dict[str, Any]:
+           shared_factor: _SharedFactor | None = None, adapter: Any = None) -> dict[str, Any]:
     """One valid seed's theory prediction, then its scores (scoring.score, from the rounded outputs it stores)."""
     kernels = fit.kernels or shared
     sample_theory = None
@@ -259,5 +295,8 @@ def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_n
         min_norm = solves_min_norm(options["objective"], options.get("ridge", 0))
         factor = shared_factor.get(kernels) if shared_factor is not None and min_norm else None
         sample_theory = _theory_samples(fit, kernels, options, enc, factor)
-    out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where)
+    where[0] = "representation"
+    probe, nearest = _representation(job, fit, kernels, enc, adapter) if adapter is not None else (None, None)
+    out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where, probe=probe,
+                                nearest=nearest)
     return {**out, "theory_kernel": kernel_name, "theory_objective": options["objective"], "scoring": scoring.scoring_version()}

@@ -71,6 +71,13 @@ PER_FACTOR: dict[str, MetricFact] = _facts(
     MetricFact("theory_factor_r2", "held-out R² of the theory against the factor's variance", "higher", "regression", needs_theory=True, high=1.0),
     MetricFact("theory_factor_slope", "held-out slope of the theory", None, "regression", needs_theory=True),
     MetricFact("theory_class_acc", "held-out accuracy of the theory as a class", "higher", "regression", needs_theory=True, low=0.0, high=1.0),
+    # What the representation knows: a linear probe from the penultimate features (compbench.theory.probe), fitted on
+    # the training cells and scored on the held-out ones as the model's own read-out is (R² for an ordinal factor,
+    # accuracy of the largest output for a categorical one: a category has no order for an R² to measure).
+    MetricFact("probe_r2", "held-out R² of a linear probe on the penultimate features", "higher", "regression", None, 0.0,
+               short="probe R²", high=1.0),
+    MetricFact("probe_acc", "held-out accuracy as a class of a linear probe on the penultimate features", "higher",
+               "regression", short="probe accuracy", low=0.0, high=1.0),
 )
 
 
@@ -130,6 +137,14 @@ METRICS: dict[str, MetricFact] = _Metrics(**_facts(
     MetricFact("factor_r2", "mean per-factor held-out R² (against each factor's variance over the whole grid)", "higher",
                "regression", "theory_factor_r2", 0.0, short="mean R²", high=1.0),
     MetricFact("theory_factor_r2", "mean per-factor held-out R² of the theory", "higher", "regression", needs_theory=True, high=1.0),
+    # the same mean for the linear probe on the penultimate features: above factor_r2, the read-out fails what the
+    # representation knows; both low, the representation does not hold the factors linearly
+    MetricFact("probe_r2", "mean per-factor held-out R² of a linear probe on the penultimate features", "higher",
+               "regression", chance=0.0, short="probe mean R²", high=1.0),
+    # Held-out cells' mean cosine similarity, under the model's own kernel, to the nearest training sample: near 1, a
+    # held-out score can come from near-duplicates of training inputs rather than from composition.
+    MetricFact("nearest_train_similarity", "held-out cells' mean normalised-kernel similarity to the nearest training sample",
+               None, "regression", short="nearest-train similarity", low=-1.0, high=1.0),
 ))
 
 # Statistics `check` computes over a big sweep's members (not metrics of one record).
@@ -241,13 +256,24 @@ def share_not_applicable(n_heldout: int) -> str | None:
     return "1 cell: the share is a variance across held-out cells" if n_heldout == 1 else None
 
 
+def probe_not_applicable(has_features: bool) -> str | None:
+    """Why the linear probe says nothing for this model (it hands over no penultimate features: a kernel machine), else None."""
+    return None if has_features else "no penultimate features: a kernel machine has no representation to probe"
+
+
+def similarity_not_applicable(has_kernel: bool) -> str | None:
+    """Why the nearest-training similarity says nothing for this model (no kernel, or none evaluable on one sample), else None."""
+    return None if has_kernel else "no kernel of its own to measure similarity by (theory: none, or matrix-free)"
+
+
 # Metrics whose value a record may declare not applicable (CellRecord.not_applicable), by rule above.
 NA_RULES = {"theory_r2": r2_not_applicable, "additivity": additivity_not_applicable,
-            "irrelevant_share": share_not_applicable, "theory_irrelevant_share": share_not_applicable}
+            "irrelevant_share": share_not_applicable, "theory_irrelevant_share": share_not_applicable,
+            "probe_r2": probe_not_applicable, "nearest_train_similarity": similarity_not_applicable}
 # Of those, the metrics a claim may not judge at all when n/a (their value cannot fail). R²(model, theory)
 # is not among them: against a constant theory its conventional 1 or 0 comes with max |model − theory|,
 # which `matches_kernel` reads beside it.
-NA_UNJUDGEABLE = frozenset({"additivity", "irrelevant_share", "theory_irrelevant_share"})
+NA_UNJUDGEABLE = frozenset({"additivity", "irrelevant_share", "theory_irrelevant_share", "probe_r2", "nearest_train_similarity"})
 
 
 def fit_metrics() -> list[str]:

@@ -239,3 +239,33 @@ def factor_metrics(names: tuple[str, ...], y: np.ndarray, test: np.ndarray, pred
         for prefix, p in sources:
             out[f"{prefix}class_acc.{factor}"] = float(np.mean(top1_accuracy(p[test][:, cols], classes))) if len(classes) else float("nan")
     return out
+
+
+def representation_metrics(names: tuple[str, ...], y: np.ndarray, test: np.ndarray, probe: np.ndarray | None,
+                           nearest: list[float | None] | None) -> tuple[dict[str, float], dict[str, str]]:
+    """What a model's representation knows, beside what it reads out, and why a value says nothing.
+
+    `probe`: the linear probe's prediction per cell ((n_cells, K), compbench.theory.probe) or None: scored as
+    `factor_metrics` scores the model, named `probe_r2.f` (and their mean `probe_r2`) and `probe_acc.f`.
+    `nearest`: each held-out cell's nearest-training similarity (None elsewhere) or None: their mean is
+    `nearest_train_similarity`. A missing one is NaN with its n/a reason (scoring.metric_facts' rules).
+    """
+    from compbench.scoring.metric_facts import probe_not_applicable, similarity_not_applicable
+
+    out: dict[str, float] = {}
+    na: dict[str, str] = {}
+    if probe is None:
+        out["probe_r2"], na["probe_r2"] = float("nan"), probe_not_applicable(False) or ""
+    else:
+        rename = {"factor_r2": "probe_r2", "class_acc": "probe_acc"}
+        for name, value in factor_metrics(names, y, test, np.asarray(probe, dtype=np.float64), None).items():
+            base, dot, factor = name.partition(".")
+            if base in rename:
+                out[rename[base] + dot + factor] = value
+    values = [v for v, held in zip(nearest or [], test) if held and v is not None]
+    if not values:
+        out["nearest_train_similarity"] = float("nan")
+        na["nearest_train_similarity"] = similarity_not_applicable(False) or ""
+    else:
+        out["nearest_train_similarity"] = float(np.mean(values))
+    return out, na

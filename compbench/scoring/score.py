@@ -41,11 +41,14 @@ def _needs_samples(data: Any) -> bool:
     return data.kind == "multiclass" or data.samples is not None
 
 
-def score_outputs(task: Any, predictions: Any, theory: Any, eval_cells: Any, where: list[str] | None = None) -> dict[str, Any]:
+def score_outputs(task: Any, predictions: Any, theory: Any, eval_cells: Any, where: list[str] | None = None,
+                  probe: Any = None, nearest: list[float | None] | None = None) -> dict[str, Any]:
     """A record's scores and stored outputs from a model's (and its theory's) prediction on every evaluation sample.
 
     `task`: a runner.cells.PreparedTask (its data and additivity fit). Outputs are rounded to
     DECIMALS first: the metrics are those of the stored numbers, so `rescore` gives them again.
+    On a task whose outputs are named factors, `probe` (the linear probe's prediction per cell) and
+    `nearest` (each held-out cell's nearest-training similarity) are scored and stored beside them.
     """
     where = where if where is not None else [""]
     data = task.data
@@ -56,11 +59,27 @@ def score_outputs(task: Any, predictions: Any, theory: Any, eval_cells: Any, whe
         out = _score_shaped(task, preds, th, ids, where)
     else:
         out = _score_scalar(task, preds, th, ids, where)
+    if _has_factors(data):
+        from compbench.scoring.metrics import representation_metrics
+
+        probe = None if probe is None else np.round(np.asarray(probe, dtype=np.float64), DECIMALS)
+        nearest = None if nearest is None else [None if v is None else round(float(v), DECIMALS) for v in nearest]
+        metrics, na = representation_metrics(data.output_names, np.asarray(data.y, dtype=np.float64), data.test_mask,
+                                             probe, nearest)
+        out["metrics"].update(metrics)
+        out["not_applicable"].update(na)
+        out["probe_predictions"] = None if probe is None else probe.tolist()
+        out["nearest_train"] = nearest
     if _needs_samples(data):
         n_eval = len(ids)
         out["samples"] = {"cells": ids.tolist(), "predictions": preds.reshape(n_eval, -1).tolist(),
                           "theory": None if th is None else th.reshape(n_eval, -1).tolist()}
     return out
+
+
+def _has_factors(data: Any) -> bool:
+    """Whether the task's outputs are named factors, scored per cell (where the representation diagnostics apply)."""
+    return bool(data.output_names) and data.samples is None and data.kind != "multiclass"
 
 
 def rescore(task: Any, record: CellRecord) -> CellRecord:
@@ -80,7 +99,7 @@ def rescore(task: Any, record: CellRecord) -> CellRecord:
         preds = np.asarray(record.predictions, dtype=np.float64)
         theory = None if record.theory_predictions is None else np.asarray(record.theory_predictions, dtype=np.float64)
         ids = np.arange(len(data.cells))
-    out = score_outputs(task, preds, theory, ids)
+    out = score_outputs(task, preds, theory, ids, probe=record.probe_predictions, nearest=record.nearest_train)
     return replace(record, **out, scoring=scoring_version())
 
 

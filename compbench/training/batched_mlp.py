@@ -66,6 +66,12 @@ def stacked_forward(layers: list[Layer], x: torch.Tensor) -> torch.Tensor:
     return _forward(layers, x)[1]
 
 
+def stacked_features(layers: list[Layer], x: torch.Tensor) -> torch.Tensor:
+    """Every member's penultimate activations (k, n, H), the read-out's input: x itself (k copies) for a one-layer net."""
+    last = _forward(layers, x)[0][-1]
+    return last if last.dim() == 3 else last.unsqueeze(0).expand(layers[0][0].shape[0], -1, -1)
+
+
 def n_outputs(layers: list[Layer]) -> int:
     """Output units of the stacked network."""
     return int(layers[-1][0].shape[2])
