@@ -40,6 +40,9 @@ def _publish(tmp_path: Path, name: str, monkeypatch, fork: bool) -> tuple[Path, 
         return worker(*args)
 
     monkeypatch.setattr(publish_module, "_PlotWorker", recording)
+    # Neither folder holds a store, so each report would date itself "now", to the minute: two reports a few seconds
+    # apart across a minute's turn differed by that date alone.
+    monkeypatch.setattr(importlib.import_module("compbench.report.legend"), "run_date", lambda _: "2026-01-01 00:00 UTC")
     monkeypatch.setattr(publish_module, "_can_fork", lambda: fork)
     _, paths = publish_module.publish(out, loaded, summary.records, vars(summary))
     assert started == ([os.getpid()] if fork else [])
