@@ -61,8 +61,8 @@ def stop_busy(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-def run_once(suite: str, mode: str, busy: int, extra: list[str]) -> dict:
-    """One cold run of the command beside `busy` busy processes; its wall and CPU seconds."""
+def run_once(suite: str, mode: str, busy: int, extra: list[str], root: Path = ROOT) -> dict:
+    """One cold run of the command (compbench as checked out at `root`) beside `busy` busy processes; its wall and CPU seconds."""
     flag = [] if mode == "policy" else ["--executor", "local"] if mode == "local" else ["--threads", mode]
     with tempfile.TemporaryDirectory(prefix="compbench-busy-") as tmp:
         cmd = [sys.executable, "-m", "compbench.cli", "run", "--suite", suite, "--results", str(Path(tmp) / "results"),
@@ -71,7 +71,8 @@ def run_once(suite: str, mode: str, busy: int, extra: list[str]) -> dict:
         try:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+            env = {**os.environ, "PYTHONPATH": str(root)}  # that checkout's compbench, whatever is installed
+            done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
             wall = time.perf_counter() - start
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
         finally:
@@ -97,8 +98,10 @@ def table(results: list[dict], n_cores: int) -> str:
     for mode in modes:
         idle = [r["cpu_s"] for r in results if r["mode"] == mode and r["busy"] == 0]
         idle_cpu = min(idle) if idle else None
+        base, _, tree = mode.partition("@")
         # The default (`auto`) runs one one-thread worker per usable core; `local` one thread; --threads 0 one per core.
-        threads = n_cores if mode == "policy" else 1 if mode == "local" else (int(mode) or n_cores)
+        # A checkout from before #34 ran the default in one process, one thread.
+        threads = (1 if tree else n_cores) if base == "policy" else 1 if base == "local" else (int(base) or n_cores)
         for k in loads:
             rows = [r for r in results if r["mode"] == mode and r["busy"] == k]
             if not rows:
@@ -109,9 +112,10 @@ def table(results: list[dict], n_cores: int) -> str:
                 cpu_ratio = _span([c / idle_cpu for c in cpus]) + "×"
                 share = min(n_cores / (k + 1), threads, n_cores)  # cores owed to the command beside k busy loops
                 fair_ratio = _span([w / (idle_cpu / share) for w in walls]) + "×"
-            name = ("default (auto: 1 thread per process, a worker per core)" if mode == "policy"
-                    else "--executor local (1 thread, this process)" if mode == "local"
-                    else f"--threads {mode}" + (" (torch default)" if mode == "0" else ""))
+            name = ("default (auto: 1 thread per process, a worker per core)" if base == "policy"
+                    else "--executor local (1 thread, this process)" if base == "local"
+                    else f"--threads {base}" + (" (torch default)" if base == "0" else ""))
+            name = f"{name}, {tree} checkout" if tree else name
             lines.append(f"| {name} | {k} | {_span(walls)} | {_span(cpus)} | {cpu_ratio} | {fair_ratio} |")
     return "\n".join(lines)
 
@@ -125,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the default before #34) and --threads values (default policy,0: 0 is torch's default)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds of every (mode, load) (default 1)")
     parser.add_argument("--json", type=Path, help="also write every measurement to this JSON file")
+    parser.add_argument("--before", type=Path, metavar="CHECKOUT",
+                        help="also run each mode's command from this checkout (e.g. a `git worktree` of the commit before a "
+                             "change), interleaved with this one's: before and after in the same rounds")
     parser.add_argument("extra", nargs="*", help="further `compbench run` arguments, after --, e.g. -- --executor process")
     args = parser.parse_args(argv)
     loads = [int(k) for k in args.busy.split(",")]
@@ -136,11 +143,14 @@ def main(argv: list[str] | None = None) -> int:
     for rnd in range(args.rounds):
         for k in loads:
             for mode in modes:
-                r = run_once(args.suite, mode, k, args.extra)
-                r["round"] = rnd
-                results.append(r)
-                print(f"  round {rnd + 1}, {mode:>6}, {k} busy: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU "
-                      f"(exit {r['exit']}; {r['summary'][:90]})", file=sys.stderr, flush=True)
+                for root, label in ([(args.before.resolve(), "before")] if args.before else []) + [(ROOT, "")]:
+                    r = run_once(args.suite, mode, k, args.extra, root)
+                    r["round"] = rnd
+                    if label:
+                        r["mode"] = f"{mode}@{label}"
+                    results.append(r)
+                    print(f"  round {rnd + 1}, {r['mode']:>6}, {k} busy: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU "
+                          f"(exit {r['exit']}; {r['summary'][:90]})", file=sys.stderr, flush=True)
     print(table(results, n))
     if args.json:
         args.json.write_text(json.dumps({"suite": args.suite, "cores": n, "extra": args.extra, "results": results}, indent=2))
