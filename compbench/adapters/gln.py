@@ -31,9 +31,13 @@ class GLNParams(AdapterParams):
     depth: Literal[1, 2] = Field(default=2, description="1: one gated linear layer; 2: gated hidden layer + linear readout")
     width: int = Field(default=32, ge=1, description="hidden units (depth 2)")
     init_scale: float = Field(default=1.0e-3, gt=0, description="std of every initial weight (small: the program's limit)")
-    lr: float = Field(default=0.05, gt=0)
+    lr: float = Field(default=0.2, gt=0)
     max_steps: int = Field(default=100_000, ge=1)
     loss_tol: float = Field(default=1.0e-7, gt=0, description="a seed stops when its mean squared error is below")
+    grad_tol: float = Field(
+        default=1.0e-9, gt=0,
+        description="or when its gradient norm is below (a stationary point: gates that cannot fit the training set)",
+    )
 
 
 def gate_problem(gate_component: int, batch: Batch) -> str | None:
@@ -73,7 +77,7 @@ class GLNAdapter(Adapter):
         g_ev = torch.as_tensor(evaluate.cells[:, p.gate_component], dtype=torch.int64, device=self.device)
         y = torch.as_tensor(np.asarray(train.y, dtype=np.float64), device=self.device)
         params = _init(seeds, p, n_gates, x_tr.shape[1], self.device)
-        steps, losses, diverged = _train(params, x_tr, g_tr, y, p)
+        steps, losses, diverged, stationary = _train(params, x_tr, g_tr, y, p)
         with torch.no_grad():
             preds = _forward(params, x_ev, g_ev).cpu().numpy()
         from compbench.theory.gln import gated_min_norm
@@ -82,7 +86,8 @@ class GLNAdapter(Adapter):
                                 evaluate.cells[:, p.gate_component])
         fitted = []
         for i in range(len(seeds)):
-            info = {"steps": int(steps[i]), "train_loss": float(losses[i]), "converged": bool(losses[i] < p.loss_tol)}
+            info = {"steps": int(steps[i]), "train_loss": float(losses[i]),
+                    "converged": bool(losses[i] < p.loss_tol or stationary[i]), "stationary": bool(stationary[i])}
             error = None
             if diverged[i] or not np.all(np.isfinite(preds[i])):
                 error = f"training diverged (non-finite loss) at step {int(steps[i])}; lower lr"
@@ -120,8 +125,9 @@ def _forward(params: list[Any], x: Any, gates: Any) -> Any:
     return hidden[..., 0] if len(params) == 1 else torch.einsum("sih,sh->si", hidden, params[1])
 
 
-def _train(params: list[Any], x: Any, gates: Any, y: Any, p: GLNParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Full-batch GD on each seed's mean squared error; a seed stops (its slice frozen) below loss_tol or on divergence."""
+def _train(params: list[Any], x: Any, gates: Any, y: Any, p: GLNParams) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Full-batch GD on each seed's mean squared error; a seed stops (its slice frozen) below loss_tol, at a
+    stationary point (gradient norm below grad_tol) or on divergence."""
     import torch
 
     k = params[0].shape[0]
@@ -129,19 +135,23 @@ def _train(params: list[Any], x: Any, gates: Any, y: Any, p: GLNParams) -> tuple
     steps = np.zeros(k, dtype=np.int64)
     diverged = np.zeros(k, dtype=bool)
     loss = torch.full((k,), float("inf"), dtype=torch.float64)
+    stationary = np.zeros(k, dtype=bool)
     for step in range(p.max_steps + 1):
         loss_s = 0.5 * ((_forward(params, x, gates) - y) ** 2).mean(dim=1)
         loss = (2 * loss_s).detach().cpu()
+        grads = torch.autograd.grad(loss_s.sum(), params)
+        # the small init starts near the saddle at 0, but its gradient (~init_scale) is far above grad_tol
+        grad_norm = torch.sqrt(sum((g.reshape(k, -1) ** 2).sum(dim=1) for g in grads)).detach().cpu()
         bad = ~torch.isfinite(loss)
         diverged |= bad.numpy()
-        done = (loss < p.loss_tol) | bad
+        stationary |= (grad_norm < p.grad_tol).numpy() & active.cpu().numpy()
+        done = (loss < p.loss_tol) | (grad_norm < p.grad_tol) | bad
         active &= ~done.to(active.device)
         if not bool(active.any()) or step == p.max_steps:
             break
-        grads = torch.autograd.grad(loss_s.sum(), params)
         with torch.no_grad():
             for param, grad in zip(params, grads):
                 mask = active.reshape(-1, *([1] * (grad.ndim - 1)))
                 param -= p.lr * torch.where(mask, grad, torch.zeros_like(grad))
         steps[active.cpu().numpy()] = step + 1
-    return steps, loss.numpy(), diverged
+    return steps, loss.numpy(), diverged, stationary
