@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from compbench.thread_scope import one_thread
+
 
 def group_norm(weights: np.ndarray) -> float:
     """The two-layer GLN's penalty Σ_h ||v_h||_F for weights shaped (units, gate values, inputs)."""
@@ -48,6 +50,7 @@ def _check(x: np.ndarray, gates: np.ndarray, y: np.ndarray | None = None) -> tup
     return x, gates
 
 
+@one_thread
 def min_group_norm(
     x_train: np.ndarray,
     gates_train: np.ndarray,
@@ -59,6 +62,9 @@ def min_group_norm(
     tol: float = 1e-12,
 ) -> tuple[np.ndarray, float]:
     """(predictions on the eval samples, penalty) of the GLN program that interpolates the training set.
+
+    The training set must be fittable by the gates (`gated_min_norm` also covers a set that is not,
+    for gates shared by every unit).
 
     `gates_*` (units, n): unit h's gate value for each sample (one row: every unit gated alike).
     depth 1 minimises Σ_h ||v_h||_F² (one solve); depth 2 minimises Σ_h ||v_h||_F by
@@ -90,12 +96,15 @@ def min_group_norm(
     return pred, penalty
 
 
+@one_thread
 def gated_min_norm(
     x_train: np.ndarray, gate_train: np.ndarray, y_train: np.ndarray, x_eval: np.ndarray, gate_eval: np.ndarray
 ) -> np.ndarray:
     """The GLN program's prediction when one gate drives every unit: min-norm least squares per gate value.
 
-    A gate value with no training sample predicts 0 (its weights never move from a vanishing init).
+    Where the gates cannot fit the training set (a gate's samples have no exact linear fit), this is
+    the minimum-norm predictor among those of least training error, where gradient descent from a
+    vanishing init stops. A gate value with no training sample predicts 0 (its weights never move).
     """
     x_tr, g_tr = _check(x_train, gate_train, np.asarray(y_train))
     x_ev, g_ev = _check(x_eval, gate_eval)
