@@ -121,3 +121,10 @@ def test_a_gate_component_the_task_lacks_is_a_one_line_cell_error(tmp_path):
     assert len(res.errors) == 2
     message = res.errors[0].error.message
     assert "gate_component 3 does not exist: this task has 3 components (0..2)" in message and "\n" not in message
+
+
+def test_the_adapter_keeps_the_contract():
+    from compbench.testing import check_adapter
+
+    report = check_adapter(get_adapter("gln"), {"width": 8})
+    assert report.breaks == [], report
