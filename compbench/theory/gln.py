@@ -10,6 +10,9 @@ gates and inputs; the authors' `get_implicit_bias_objective`) among those that f
 set; a one-layer (shallow) GLN ends at the minimum Σ_h ||v_h||_F² (their `get_none_objective`).
 Both are convex. The authors state them as max-margin problems (classification); here they are the
 interpolation problems of regression on the mean squared error, which is what compbench trains.
+For unit-specific gates that transposition is the paper's program, not a theorem about squared
+error; for a shared gate (below) the regression limit holds exactly: every weight moves only
+within the span of its gate's training inputs, and the rest keeps its vanishing initial value.
 
 When every unit is gated by the same gate (one pathway per gate value, the `gln` adapter), the
 triangle inequality Σ_h ||v_h|| ≥ ||Σ_h v_h|| makes both programs the minimum Frobenius norm of
