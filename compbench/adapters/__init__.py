@@ -3,6 +3,7 @@
 from compbench.adapters import kernel as _kernel  # noqa: F401  (registers "kernel")
 from compbench.adapters import projection as _projection  # noqa: F401  (registers "additive_projection")
 from compbench.adapters import mlp as _mlp  # noqa: F401  (registers "mlp")
+from compbench.adapters import gln as _gln  # noqa: F401  (registers "gln")
 from compbench.adapters import convnet as _convnet  # noqa: F401  (registers "convnet")
 from compbench.adapters import resnet as _resnet  # noqa: F401  (registers "resnet")
 from compbench.adapters import vit as _vit  # noqa: F401  (registers "vit")

@@ -43,7 +43,7 @@ class Fitted:
 
 
 # What `compbench.theory.predict.theory_predictions` accepts from `Adapter.theory_options()`.
-THEORY_OBJECTIVES = ("min_norm", "ridge", "svm", "svr", "linearised_gd")
+THEORY_OBJECTIVES = ("min_norm", "ridge", "svm", "svr", "linearised_gd", "gln_program")
 THEORY_OPTION_KEYS = ("objective", "ridge", "C", "epsilon", "max_iter")
 
 

@@ -44,15 +44,20 @@ class MatchesKernel(Claim):
             return failed(expectation, self.name, subject, why)
         ok = [r for r in subject.records if r.ok]
         tol = self.tolerance(params)
-        worst_r2 = min(float(r.metrics["theory_r2"]) for r in ok)
         worst_diff = max(float(r.metrics["theory_max_abs_diff"]) for r in ok)
-        passed = worst_r2 >= 1 - tol
+        # An R² against a constant theory is 0 or 1 by convention (metric_facts.r2_not_applicable): where the
+        # expectation gives max_abs_diff, such a seed is judged by max |model − theory| alone; without one the
+        # convention stands (1 for a model that is its constant theory, as a kernel is).
+        judged = ok if params.max_abs_diff is None else [r for r in ok if "theory_r2" not in r.not_applicable]
+        worst_r2 = min((float(r.metrics["theory_r2"]) for r in judged), default=float("nan"))
+        passed = not judged or worst_r2 >= 1 - tol
         threshold = f"R² ≥ {1 - tol:g}"
         if params.max_abs_diff is not None:
             passed = passed and worst_diff <= params.max_abs_diff
             threshold += f", max|Δ| ≤ {params.max_abs_diff:g}"
-        return Verdict(expectation, self.name, subject.name, subject.task, worst_r2, threshold, passed,
-                       f"worst R²(model, theory) {worst_r2:.6f}, max |model − theory| {worst_diff:.2e} over {_n(ok)}")
+        r2_text = f"worst R²(model, theory) {worst_r2:.6f}" if judged else "R²(model, theory) n/a (theory constant)"
+        return Verdict(expectation, self.name, subject.name, subject.task, worst_r2 if judged else worst_diff, threshold,
+                       passed, f"{r2_text}, max |model − theory| {worst_diff:.2e} over {_n(ok)}")
 
 
 @register_claim("additive")

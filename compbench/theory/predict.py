@@ -36,4 +36,7 @@ def theory_predictions(
     if objective == "linearised_gd":
         raise ValueError("objective 'linearised_gd' needs each seed's learning rate and steps: its adapter gives the "
                          "prediction (Fitted.theory_predictions, compbench.theory.linearised)")
+    if objective == "gln_program":
+        raise ValueError("objective 'gln_program' is the gated linear network's convex program, not a kernel machine: "
+                         "the gln adapter gives the prediction (Fitted.theory_predictions, compbench.theory.gln)")
     raise ValueError(f"unknown objective {objective!r}")
