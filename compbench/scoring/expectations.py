@@ -63,6 +63,12 @@ def evaluate_expectations(
     def task_selected(task: str, patterns: list[str]) -> bool:
         return any(_task_hit(task_hits, task, p) for p in patterns)
 
+    # Records by model (and sweep group), then task, with their positions: an expectation picks whole members and
+    # tasks, not each of thousands of records, and its groups keep the records' order.
+    by_member: dict[tuple[str, str], dict[str, list[tuple[int, CellRecord]]]] = defaultdict(lambda: defaultdict(list))
+    for n, r in enumerate(records):
+        by_member[(r.model, r.group)][r.task].append((n, r))
+
     verdicts: list[Verdict] = []
     for i, exp in enumerate(expectations):
         name = exp.id or f"{exp.claim}-{i + 1}"
@@ -73,15 +79,17 @@ def evaluate_expectations(
                 continue  # part of what it compares did not run (--model, --task): not judged, not failed
             verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
             continue
-        groups: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
+        picked: dict[tuple[str, str], list[tuple[int, CellRecord]]] = defaultdict(list)
         chosen: dict[tuple[str, str], bool] = {}  # (model, group) → selected by this expectation
-        for r in records:
-            member = (r.model, r.group)
-            ok = chosen.get(member)
-            if ok is None:
-                ok = chosen[member] = any(selects(r, p) for p in exp.models)
-            if ok and task_selected(r.task, exp.tasks):
-                groups[(r.group, r.task)].append(r)
+        for member, by_task in by_member.items():
+            ok = chosen[member] = any(selects_model(*member, p) for p in exp.models)
+            if ok:
+                for task, recs in by_task.items():
+                    if task_selected(task, exp.tasks):
+                        picked[(member[1], task)].extend(recs)
+        groups: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
+        for subject_task, numbered in picked.items():
+            groups[subject_task] = [r for _, r in sorted(numbered, key=lambda nr: nr[0])]
         wanted: dict[tuple[str, str], int] = defaultdict(int)  # (group, task) → cells the suite asks for
         for (group, task), members in asked.items():
             if not task_selected(task, exp.tasks):
