@@ -8,7 +8,7 @@ import inspect
 import json
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -25,6 +25,9 @@ class PreparedTask:
 
     entry: TaskEntry
     data: TaskData
+    # A `seed: model` encoding's latest draw, (seed, Encoded): only one is kept, a paper-size draw being hundreds of
+    # MB, and a task's seeds of one model run one after another.
+    _seed_encoded: tuple[int, Encoded] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def encoded(self) -> Encoded:
@@ -40,12 +43,9 @@ class PreparedTask:
         """The task rendered for one model seed: `encoded` unless the encoding draws per seed."""
         if not self.per_seed:
             return self.encoded
-        # Only the latest seed's draw is kept: a paper-size draw is hundreds of MB, and a seed's jobs run together.
-        cached = self.__dict__.get("_seed_encoded")
-        if cached is None or cached[0] != seed:
-            cached = (seed, encode_for_seed(self.entry.encoding_name, self.data, seed, self.entry.encoding_params))
-            self.__dict__["_seed_encoded"] = cached
-        return cached[1]
+        if self._seed_encoded is None or self._seed_encoded[0] != seed:
+            self._seed_encoded = (seed, encode_for_seed(self.entry.encoding_name, self.data, seed, self.entry.encoding_params))
+        return self._seed_encoded[1]
 
     @cached_property
     def additivity(self):  # -> theory.AdditivityFit
@@ -72,7 +72,7 @@ class Job:
     @property
     def encoded(self) -> Encoded:
         """Its task's inputs for its seeds (a per-seed encoding's job has one seed: see expand_jobs)."""
-        return self.task.encoded_for(self.seeds[0]) if self.task.per_seed else self.task.encoded
+        return self.task.encoded_for(self.seeds[0])
 
 
 def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
