@@ -55,6 +55,8 @@ def _suite(tmp_path, seed: str) -> str:
 def _predictions(tmp_path, seed: str, out: str) -> dict[int, list[float]]:
     res = compbench.evaluate(_suite(tmp_path, seed), models={"fixed": FixedNet}, out=tmp_path / out, device="cpu")
     assert not res.errors, res.errors
+    for r in res.records:  # 4 images per cell: the accuracy over images is scored beside the one over cells
+        assert 0.0 <= r.metrics["heldout_acc_samples"] <= 1.0 and len(r.samples["cells"]) == 4 * len(r.predictions)
     return {r.seed: r.predictions for r in res.records}
 
 
