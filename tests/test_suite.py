@@ -155,7 +155,7 @@ def test_encoding_parameters_are_validated_with_file_line_and_field():
         """
     )
     assert "bad.yaml:7: tasks[0].encoding.samples_per_cel: unknown field 'samples_per_cel'" in found
-    assert any(i.startswith("bad.yaml:8: tasks[0].encoding.layout:") and "'side_by_side' or 'channels'" in i for i in found)
+    assert any(i.startswith("bad.yaml:8: tasks[0].encoding.layout:") and "'side_by_side', 'channels' or 'paper'" in i for i in found)
     assert any(i.startswith("bad.yaml:11: tasks[1].encoding:") and "takes no parameters" in i for i in found)
     assert len(found) == 3
 

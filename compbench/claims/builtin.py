@@ -325,7 +325,7 @@ class Ordered(Claim):
 
     Params = OrderedParams
     per_cell = False
-    metrics = ("heldout_acc", "train_acc", "heldout_r2", "train_r2", "r2_gap", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc",
+    metrics = ("heldout_acc", "heldout_acc_samples", "train_acc", "heldout_r2", "train_r2", "r2_gap", "heldout_mse", "slope", "additivity", "theory_r2", "theory_acc",
                "separation", "irrelevant_share", "theory_irrelevant_share", "factor_r2", "theory_factor_r2", "factor_slope",
                "theory_factor_slope", "class_acc", "theory_class_acc", "probe_r2", "probe_acc", "nearest_train_similarity")
 

@@ -7,7 +7,9 @@ from compbench.encodings.registry import (
     EncodingSpec,
     UnknownEncodingError,
     encode,
+    encode_for_seed,
     encoding,
+    follows_model_seed,
     get_encoding,
     register_encoding,
 )
@@ -17,6 +19,6 @@ from compbench.encodings import sequences as _sequences  # noqa: E402,F401  (reg
 from compbench.encodings import raven as _raven  # noqa: E402,F401  (registers "raven_onehot" and "raven_panels")
 
 __all__ = [
-    "Batch", "ENCODINGS", "Encoded", "EncodingSpec", "UnknownEncodingError", "encode", "encoding", "get_encoding",
-    "register_encoding",
+    "Batch", "ENCODINGS", "Encoded", "EncodingSpec", "UnknownEncodingError", "encode", "encode_for_seed", "encoding",
+    "follows_model_seed", "get_encoding", "register_encoding",
 ]

@@ -14,8 +14,16 @@ holding the background value of a raw 0 pixel):
   by the pixelwise maximum, as the reference's `separate_channels: false`.
 - `channels` (default distance 0): each component in its own channel group, as the reference's
   `separate_channels: true` (which pads with edge values instead of the background).
+- `paper` (default distance W): the reference's own composition (its `image_categories.py`): image c
+  is padded left by c·distance and right by (C − 1 − c)·distance with its edge values, and the
+  padded images are stacked as channels (component c in channel group c; `separate_channels: true`,
+  every image config of the paper) or merged by the pixelwise maximum (`separate_channels: false`).
 
-Everything is fixed by `seed`; `Batch.x` is float32 (samples, channels, H, width).
+Everything is fixed by `seed`: an integer gives every model seed the same draw and value → class
+map; `seed: model` gives each model seed its own, drawn with the model's seed, as the reference does
+(its `seed` drives the permutation, the image draw and the initialisation alike). The runner
+substitutes the model seed (`follows_model_seed`), so such a task is encoded once per seed.
+`Batch.x` is float32 (samples, channels, H, width).
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from compbench.encodings.batch import Batch
 from compbench.encodings.image_sources import SHAPES, SOURCES, DataSourceError, ImageSet, download_dir, load_source
-from compbench.encodings.registry import Encoded, register_encoding
+from compbench.encodings.registry import MODEL_SEED, Encoded, register_encoding
 from compbench.params import StrictParams
 from compbench.tasks import TaskData
 
@@ -43,12 +51,23 @@ class ImageEncodingParams(StrictParams):
                            "lie in the data cache ($COMPBENCH_DATA, else ~/.cache/compbench/data; a relative root is taken from there)")
     samples_per_cell: int = Field(default=4, ge=1, description="training samples per training cell")
     eval_samples_per_cell: int | None = Field(default=None, ge=1, description="evaluation samples per cell (default: samples_per_cell)")
-    layout: Literal["side_by_side", "channels"] = "side_by_side"
-    distance: int | None = Field(default=None, ge=0, description="column offset between components (default: W side by side, 0 as channels)")
+    layout: Literal["side_by_side", "channels", "paper"] = "side_by_side"
+    distance: int | None = Field(default=None, ge=0, description="column offset between components (default: W side by side "
+                                 "and paper, 0 as channels)")
+    separate_channels: bool = Field(default=True, description="layout paper: components in separate channels (else merged "
+                                    "by the pixelwise maximum), the reference's separate_channels")
     train_images_per_class: int | None = Field(default=None, ge=1, description="training pool size per class (default: min(200, half the smallest class))")
     permutation: bool = Field(default=True, description="random value → class map per component (else value v → v-th class)")
-    seed: int = 0
+    seed: int | Literal["model"] = Field(default=0, description="the draw's seed: an integer (every model seed shares "
+                                         "one draw) or `model` (each model seed draws its own, as the paper)")
 
+    @field_validator("separate_channels")
+    @classmethod
+    def _separate_only_in_paper_layout(cls, separate: bool, info: ValidationInfo) -> bool:
+        if not separate and info.data.get("layout") != "paper":
+            raise ValueError("separate_channels: false is the paper layout's option (layout: paper); "
+                             "layout side_by_side already merges the components into one image")
+        return separate
 
     @field_validator("download")
     @classmethod
@@ -66,8 +85,8 @@ class ImageEncodingParams(StrictParams):
         """(images, shape of one) this encoding renders for `task` (training and evaluation samples), as `render` lays them out."""
         ch, h, w = SHAPES[self.source]
         n_comp = len(task.n_values)
-        d = (w if self.layout == "side_by_side" else 0) if self.distance is None else self.distance
-        channels = ch if self.layout == "side_by_side" else ch * n_comp
+        d = _distance(self.layout, w, self.distance)
+        channels = ch * n_comp if _separate(self.layout, self.separate_channels) else ch
         n_train = int(task.train_mask.sum()) * self.samples_per_cell
         n_eval = len(task.cells) * (self.eval_samples_per_cell or self.samples_per_cell)
         return n_train + n_eval, (channels, h, w + (n_comp - 1) * d)
@@ -118,13 +137,28 @@ def _draw(cells: np.ndarray, maps: list[np.ndarray], pools: dict[int, np.ndarray
     return out
 
 
-def render(data: ImageSet, index: np.ndarray, layout: str, distance: int | None) -> np.ndarray:
+def _distance(layout: str, w: int, distance: int | None) -> int:
+    return (0 if layout == "channels" else w) if distance is None else distance
+
+
+def _separate(layout: str, separate_channels: bool) -> bool:
+    return layout == "channels" or (layout == "paper" and separate_channels)
+
+
+def render(data: ImageSet, index: np.ndarray, layout: str, distance: int | None, separate_channels: bool = True) -> np.ndarray:
     """Compose the images `index` (rows, C) into (rows, channels, H, width) float32."""
     rows, n_comp = index.shape
     ch, h, w = data.shape
-    d = (w if layout == "side_by_side" else 0) if distance is None else distance
+    d = _distance(layout, w, distance)
     width = w + (n_comp - 1) * d
     imgs = data.images(index)  # (rows, C, ch, h, w)
+    if layout == "paper":
+        # The reference pads each image with its own edge values (torchvision Pad, padding_mode='edge').
+        padded = [np.pad(imgs[:, c], ((0, 0), (0, 0), (0, 0), (c * d, (n_comp - 1 - c) * d)), mode="edge")
+                  for c in range(n_comp)]
+        if separate_channels:
+            return np.ascontiguousarray(np.concatenate(padded, axis=1), dtype=np.float32)
+        return np.maximum.reduce(padded).astype(np.float32, copy=False)
     bg = data.background().reshape(1, ch, 1, 1)
     if layout == "side_by_side":
         canvas = np.broadcast_to(bg, (rows, ch, h, width)).copy()
@@ -141,6 +175,9 @@ def render(data: ImageSet, index: np.ndarray, layout: str, distance: int | None)
 def encode_images(task: TaskData, *, encoding: str = "images", **params: Any) -> Encoded:
     """Render a task's cells as images (see the module docstring)."""
     p = _parse(encoding, params)
+    if p.seed == MODEL_SEED:
+        raise ValueError(f"encoding {encoding!r}: seed: model draws with each model's seed, which only a run knows; "
+                         "give an integer seed to encode outside a run")
     if task.samples is not None:
         raise ValueError(f"encoding {encoding!r} renders cells with one target each; function-valued cells need a vector encoding (onehot, khot, coordinates)")
     if p.source not in SOURCES:  # pragma: no cover - guarded by the Literal
@@ -162,8 +199,8 @@ def encode_images(task: TaskData, *, encoding: str = "images", **params: Any) ->
     ev_ids = np.repeat(ids, p.eval_samples_per_cell or p.samples_per_cell)
     tr_index = _draw(task.cells[tr_ids], maps, train_pool, np.random.default_rng([p.seed, 2]))
     ev_index = _draw(task.cells[ev_ids], maps, held_pool, np.random.default_rng([p.seed, 3]))
-    train = Batch(render(data, tr_index, p.layout, p.distance), task.cells[tr_ids], tr_ids, task.n_values, task.y[tr_ids], task.n_classes)
-    evaluate = Batch(render(data, ev_index, p.layout, p.distance), task.cells[ev_ids], ev_ids, task.n_values, task.y[ev_ids], task.n_classes)
+    train = Batch(render(data, tr_index, p.layout, p.distance, p.separate_channels), task.cells[tr_ids], tr_ids, task.n_values, task.y[tr_ids], task.n_classes)
+    evaluate = Batch(render(data, ev_index, p.layout, p.distance, p.separate_channels), task.cells[ev_ids], ev_ids, task.n_values, task.y[ev_ids], task.n_classes)
     return Encoded(encoding, train, evaluate)
 
 

@@ -182,6 +182,19 @@ def encode_coordinates(task: TaskData, **params: Any) -> Encoded:
     return encode_cells("coordinates", task, x, samples=p.samples)
 
 
+MODEL_SEED = "model"  # an encoding's `seed: model`: drawn with each model seed, not once for all seeds
+
+
+def follows_model_seed(params: dict[str, Any]) -> bool:
+    """Whether encoding parameters ask for a draw per model seed (`seed: model`): the runner then encodes per seed."""
+    return params.get("seed") == MODEL_SEED
+
+
+def encode_for_seed(name: str, task: TaskData, model_seed: int, params: dict[str, Any]) -> Encoded:
+    """Render a task for one model seed: `seed: model` becomes that seed; other parameters as `encode` takes them."""
+    return encode(name, task, **({**params, "seed": model_seed} if follows_model_seed(params) else params))
+
+
 def encode(name: str, task: TaskData, **params: Any) -> Encoded:
     """Render a task with the named encoding (its parameters validated by the encoding's model)."""
     spec = get_encoding(name)

@@ -8,12 +8,12 @@ import inspect
 import json
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from compbench.codehash import NOT_RESULT_CODE, _source_hash, code_closure
-from compbench.encodings import Encoded, encode
+from compbench.encodings import Encoded, encode, encode_for_seed, follows_model_seed
 from compbench.suite import LoadedSuite, ModelSpec, TaskEntry
 from compbench.store import KEY_SCHEMA, cell_key
 from compbench.tasks import TaskData, make_task
@@ -25,11 +25,27 @@ class PreparedTask:
 
     entry: TaskEntry
     data: TaskData
+    # A `seed: model` encoding's latest draw, (seed, Encoded): only one is kept, a paper-size draw being hundreds of
+    # MB, and a task's seeds of one model run one after another.
+    _seed_encoded: tuple[int, Encoded] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def encoded(self) -> Encoded:
-        """The task rendered by its encoding: training and evaluation batches."""
+        """The task rendered by its encoding: training and evaluation batches (one draw for every seed)."""
         return encode(self.entry.encoding_name, self.data, **self.entry.encoding_params)
+
+    @property
+    def per_seed(self) -> bool:
+        """Whether its encoding draws with each model seed (`seed: model`), so each seed is a job of its own."""
+        return follows_model_seed(self.entry.encoding_params)
+
+    def encoded_for(self, seed: int) -> Encoded:
+        """The task rendered for one model seed: `encoded` unless the encoding draws per seed."""
+        if not self.per_seed:
+            return self.encoded
+        if self._seed_encoded is None or self._seed_encoded[0] != seed:
+            self._seed_encoded = (seed, encode_for_seed(self.entry.encoding_name, self.data, seed, self.entry.encoding_params))
+        return self._seed_encoded[1]
 
     @cached_property
     def additivity(self):  # -> theory.AdditivityFit
@@ -52,6 +68,11 @@ class Job:
     seeds: tuple[int, ...]
     keys: tuple[str, ...]
     code: str = ""  # hash of the code that produces its predictions (code_version); stored in its records
+
+    @property
+    def encoded(self) -> Encoded:
+        """Its task's inputs for its seeds (a per-seed encoding's job has one seed: see expand_jobs)."""
+        return self.task.encoded_for(self.seeds[0])
 
 
 def prepare_tasks(loaded: LoadedSuite) -> dict[str, PreparedTask]:
@@ -204,5 +225,10 @@ def expand_jobs(loaded: LoadedSuite, tasks: dict[str, PreparedTask], device: str
     for model in loaded.models:
         for entry in loaded.tasks_for(model):
             code = code_version(model.adapter, entry.family, entry.encoding_name)
-            jobs.append(Job(tasks[entry.id], model, model.seeds, maker.keys(entry, model, model.seeds), code))
+            task = tasks[entry.id]
+            keys = maker.keys(entry, model, model.seeds)
+            if task.per_seed:  # each seed trains on its own draw: a job per seed (no seeds stacked on one input)
+                jobs.extend(Job(task, model, (s,), (k,), code) for s, k in zip(model.seeds, keys))
+            else:
+                jobs.append(Job(task, model, model.seeds, keys, code))
     return jobs

@@ -84,7 +84,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
     name = job.model.adapter
     stage = "encode"
     try:
-        enc = job.task.encoded
+        enc = job.encoded
         n_train, n_eval = len(enc.train), len(enc.evaluate)
         stage = "adapter construction"
         adapter = get_adapter(name)(job.model.params, device=device)
@@ -166,7 +166,7 @@ def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any],
     from compbench.theory.regression import kernel_regression, solves_min_norm
     from compbench.theory.seed_variance import cell_mean_covariance, ntk_gp_covariance, r2_sd
 
-    enc, data = job.task.encoded, job.task.data
+    enc, data = job.encoded, job.task.data
     if not solves_min_norm(options["objective"], options.get("ridge", 0)) or len(enc.evaluate) > SEED_VARIANCE_SAMPLES:
         return None, {}
     if kernel_outputs(shared, len(enc.train)) != 1:  # a full (n·K)² kernel: no output-shared NNGP to pair it with

@@ -323,7 +323,8 @@ def _prepare(tasks: dict[str, PreparedTask]) -> None:
         return  # spawned workers get the tasks pickled: nothing is gained by building them here
     for task in tasks.values():
         try:
-            task.encoded  # noqa: B018 — a cached property: built here, inherited by the workers
+            if not task.per_seed:  # a per-seed draw is built by the job that needs it
+                task.encoded  # noqa: B018 — a cached property: built here, inherited by the workers
             task.additivity  # noqa: B018
         except Exception:  # noqa: BLE001 — recorded by the job that needs it (see above)
             pass

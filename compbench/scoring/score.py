@@ -14,7 +14,7 @@ import numpy as np
 
 from compbench.records import CellRecord
 from compbench.scoring.metric_facts import additivity_not_applicable, r2_not_applicable, share_not_applicable
-from compbench.scoring.metrics import cell_metrics
+from compbench.scoring.metrics import cell_metrics, sign_accuracy
 
 DECIMALS = 10  # predictions are stored, and scored, rounded to this many decimals
 SCORING_ENTRY = "compbench.scoring.score"
@@ -36,9 +36,11 @@ def per_cell(values: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarr
         return sums / counts
 
 
-def _needs_samples(data: Any) -> bool:
-    """Whether scoring reads each evaluation sample (top-1 accuracy, function-valued cells), not only cell means."""
-    return data.kind == "multiclass" or data.samples is not None
+def _needs_samples(data: Any, n_eval: int) -> bool:
+    """Whether scoring reads each evaluation sample (top-1 accuracy, function-valued cells, a ±1 task's accuracy
+    over samples when cells have several), not only cell means."""
+    several = data.kind == "classification" and n_eval > len(data.cells)
+    return data.kind == "multiclass" or data.samples is not None or several
 
 
 def score_outputs(task: Any, predictions: Any, theory: Any, eval_cells: Any, where: list[str] | None = None,
@@ -70,7 +72,7 @@ def score_outputs(task: Any, predictions: Any, theory: Any, eval_cells: Any, whe
         out["not_applicable"].update(na)
         out["probe_predictions"] = None if probe is None else probe.tolist()
         out["nearest_train"] = nearest
-    if _needs_samples(data):
+    if _needs_samples(data, len(ids)):
         n_eval = len(ids)
         out["samples"] = {"cells": ids.tolist(), "predictions": preds.reshape(n_eval, -1).tolist(),
                           "theory": None if th is None else th.reshape(n_eval, -1).tolist()}
@@ -116,6 +118,9 @@ def _score_scalar(task: Any, sample_preds: np.ndarray, sample_theory: np.ndarray
     metrics = cell_metrics(data.kind, data.y, data.train_mask, preds, theory_preds, additivity, test_mask=data.test_mask)
     if fitter is None:
         del metrics["additivity"]
+    if data.kind == "classification" and len(ids) > n:
+        held = np.asarray(data.test_mask, dtype=bool)[ids]
+        metrics["heldout_acc_samples"] = sign_accuracy(sample_preds[held], np.asarray(data.y, dtype=np.float64)[ids][held])
     metrics.update(_irrelevant(task, preds[None, :], None if theory_preds is None else theory_preds[None, :]))
     test = data.test_mask
     return {
