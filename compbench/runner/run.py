@@ -5,14 +5,14 @@ from __future__ import annotations
 import multiprocessing
 import time
 from contextlib import AbstractContextManager, closing, nullcontext
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compbench.provenance import run_provenance
 from compbench.records import CellRecord, Status
-from compbench.runner.cells import Job, expand_jobs, prepare_tasks
+from compbench.runner.cells import Job, PreparedTask, expand_jobs, prepare_tasks
 from compbench.runner.device import resolve_device
 from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, effective_workers, run_process_pool,
                                          run_ray)
@@ -60,6 +60,7 @@ class SuiteRunner:
     def __init__(
         self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False, *,
         resolve: bool = True, writer: bool = False, threads: ThreadPlan | None = None,
+        tasks: Mapping[str, PreparedTask] | None = None,
     ) -> None:
         self.loaded = loaded
         # torch's threads in this process when a job trains here (runner.threads; default one thread),
@@ -73,7 +74,8 @@ class SuiteRunner:
         # --force: records stored before this run are ignored for this suite's jobs (and replaced
         # as each is recomputed); records stored since, by this run or a concurrent one, count.
         self.fresh_since: float | None = time.time() if force else None
-        self.tasks = prepare_tasks(loaded)
+        # `tasks`: the suite's tasks already built (compbench.session builds them once per run), else built here.
+        self.tasks = dict(tasks) if tasks is not None else prepare_tasks(loaded)
         self.jobs = expand_jobs(loaded, self.tasks, self.device)
         self._cache: dict[str, CellRecord] | None = {} if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
@@ -309,12 +311,7 @@ def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_pa
     follow from the narrowed suite. `loaded` is left whole (a caller's suite, e.g. one given to
     `compbench.evaluate`, runs in full next time).
     """
-    narrowed = loaded.copy()
-    if model_patterns:
-        narrowed.models = [m for m in narrowed.models if matches(m.id, model_patterns, m.group)]
-    if task_patterns:
-        narrowed.suite.tasks = [t for t in narrowed.suite.tasks if matches(t.id, task_patterns)]
-    return narrowed
+    return loaded.select(model_patterns, task_patterns)
 
 
 def run_suite(
@@ -336,6 +333,7 @@ def run_suite(
     threads: int | None = None,
     command: str | None = None,
     profile: str | None = None,
+    tasks: Mapping[str, PreparedTask] | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
 
@@ -346,6 +344,7 @@ def run_suite(
     process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
     when the run ends.
     `command`, `profile`: what the store's `runs` row records as the command (default: this call) and profile.
+    `tasks`: the suite's tasks already built (by id), so that they are not built again.
     """
     start = time.perf_counter()
     if executor not in ("local", "process", "ray"):
@@ -356,7 +355,7 @@ def run_suite(
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
     loaded = select(loaded, model_patterns, task_patterns)
     plan = plan_for_run(executor, effective_workers(executor, workers), threads)
-    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan)
+    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan, tasks=tasks)
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
                          partial=bool(model_patterns or task_patterns), threads=plan.intra)
