@@ -177,10 +177,11 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
     record written by compbench 0.1.0 (record schema 1, whose keys hashed its code) is matched by
     suite, task, model, seed and device, and shown as stale.
     """
-    from compbench.runner.run import SuiteRunner, expand_jobs
+    from compbench.runner.cells import expand_jobs
+    from compbench.runner.stored import StoreView
 
     devices = devices or report_devices(out_dir)
-    runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False, tasks=tasks)  # `tasks`: built already, by id
+    runner = StoreView(loaded, out_dir, devices[0], tasks=tasks)  # read only; `tasks`: built already, by id
     try:
         store = runner.cache  # the runner's own copy: a record rescored below replaces its entry, not a second read
         legacy = {(r.suite, r.task, r.model, r.seed, r.device): r for r in store.values() if r.code is None}
@@ -204,7 +205,7 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
             found.append(labelled)
         return judge(loaded, chosen, found, profile=profile, partial=partial)
     finally:
-        runner.store.close()
+        runner.close()
 
 
 def whole_outcome(whole: LoadedSuite, ran: SuiteOutcome, out_dir: Path, *, profile: str | None = None,

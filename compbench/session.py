@@ -266,8 +266,11 @@ def run(plan: Plan) -> RunResult:
     for note in plan.notes:
         outcome.notes.append(note)
     runner.record_verdicts(plan.out_dir, summary, outcome.verdicts)
+    # As the command line selects it: a reference as given (file.py:Name), an object by its name.
+    given = [x for item in r.models or () for x in ([item] if isinstance(item, str) else _patterns([item], {}))] \
+        if plan.model_patterns else []
     selection = " ".join([*(f"--task {t}" for t in plan.task_patterns or ()),
-                          *(f"--model {m}" for m in plan.model_patterns or ())]) if plan.partial else None
+                          *(f"--model {m}" for m in given)]) if plan.partial else None
     facts = RunFacts(summary.device, summary.executor, summary.wall_time, summary.n_run, summary.n_cached,
                      summary.n_rescored, summary.n_failed, summary.n_skipped,
                      summary.interrupted or summary.failed_cell is not None, selection)
@@ -283,10 +286,11 @@ def report(plan: Plan, result: RunResult, skipped: list[str] | None = None) -> P
 
 
 def stored(plan: Plan) -> SuiteOutcome:
-    """The whole suite's outcome as the plan's store holds it (read only, nothing runs)."""
+    """The outcome of the plan's suite (the whole one, added models included) as its store holds it: read through a
+    read-only view of the store (runner.stored.StoreView), nothing runs."""
     from compbench.outcome import stored_outcome
 
-    return stored_outcome(plan.whole, plan.out_dir, profile=plan.request.profile, partial=True, tasks=plan.tasks)
+    return stored_outcome(plan.whole, plan.out_dir, profile=plan.request.profile, partial=plan.partial, tasks=plan.tasks)
 
 
 def shown(plan: Plan, result: RunResult, whole: SuiteOutcome | None = None) -> tuple[LoadedSuite, list[CellRecord]]:
