@@ -182,7 +182,7 @@ def _show_run(args: argparse.Namespace, plan, result, published, skipped: list[s
         terminal.print_files(out_dir, published.paths)
     _print_skipped(skipped, plan.request.formats)
     if result.summary.interrupted:
-        print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
+        print("interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     if result.summary.failed_cell is not None:
         print(one_line(f"stopped at the first failed cell (--fail-fast): {result.summary.failed_cell}"), file=sys.stderr)

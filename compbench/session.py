@@ -174,9 +174,9 @@ def choose(request: RunRequest) -> Selection:
     loaded = request.suite.copy() if isinstance(request.suite, LoadedSuite) else load_suite(request.suite, request.profile)
     items = list(request.models or ())
     if request.model_args and not items:
-        raise RequestError("model_args", "sets the parameters of a model added with {models}; none was given")
+        raise RequestError("model_args", "sets the parameters of a model added with {models}: give {models} too")
     if request.tags and not items:
-        raise RequestError("tags", "are tags of a model added with {models}; none was given")
+        raise RequestError("tags", "are the tags of a model added with {models}: give {models} too")
     model_args = dict(request.model_args or {})
     loaded, added = loaded.with_added(items, model_args, request.tags) if items else (loaded, {})
     if request.tags and not added:

@@ -123,8 +123,8 @@ def _api_refusal(**kwargs) -> str:
      "--model nope matches no model of suite faces and no adapter", "models: nope matches no model of suite faces"),
     # Tags without a model to tag: the CLI ignored them.
     (["--model-tags", "lazy"], {"tags": ["lazy"]},
-     "--model-tags are tags of a model added with --model; none was given",
-     "tags: are tags of a model added with models; none was given"),
+     "--model-tags are the tags of a model added with --model: give --model too",
+     "tags: are the tags of a model added with models: give models too"),
 ])
 def test_misuse_is_refused_in_the_same_words_by_the_cli_and_evaluate(work, argv, kwargs, cli_says, api_says):
     ran = cli("run", "--suite", "faces.yaml", "--results", "res", "-q", *argv)
@@ -134,7 +134,7 @@ def test_misuse_is_refused_in_the_same_words_by_the_cli_and_evaluate(work, argv,
     assert said.startswith(api_says), said
     # One message: past the argument's name (and its spelling inside), the words are the CLI's.
     cli_line = next(line for line in ran.err.splitlines() if line.startswith("compbench: "))
-    assert said.split(": ", 1)[1].replace("added with models", "added with --model") in cli_line
+    assert said.split(": ", 1)[1].replace(" models", " --model") in cli_line
 
 
 def test_the_plugin_refuses_a_model_typo_in_the_clis_words(work):

@@ -12,7 +12,7 @@ from typing import Any
 
 from compbench.provenance import run_provenance
 from compbench.records import CellRecord, Status
-from compbench.runner.cells import Job, PreparedTask, expand_jobs
+from compbench.runner.cells import Job, PreparedTask
 from compbench.runner.device import resolve_device
 from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, effective_workers, run_process_pool,
                                          run_ray)
@@ -23,7 +23,7 @@ from compbench.runner.stored import StoreView
 from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.stage_progress import listening
 from compbench.store import ResultStore, StoreError
-from compbench.suite import LoadedSuite, matches
+from compbench.suite import LoadedSuite
 
 
 @dataclass
