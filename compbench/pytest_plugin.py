@@ -241,7 +241,7 @@ class CellItem(pytest.Item):
             raise CompbenchFailure("\n".join(problems))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CompbenchFailure):
+        if isinstance(excinfo.value, CompbenchError):  # a failure, or a refusal (a results folder not compbench's)
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
@@ -304,7 +304,7 @@ class OutcomeItem(pytest.Item):
             raise CompbenchFailure(f"{outcome.headline()}\n" + "\n".join(problems))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CompbenchFailure):
+        if isinstance(excinfo.value, CompbenchError):  # a failure, or a refusal (a results folder not compbench's)
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 

@@ -143,6 +143,18 @@ def test_the_plugin_refuses_a_model_typo_in_the_clis_words(work):
     assert result.returncode != 0 and f"--compbench-model {said}" in result.stdout, result.stdout
 
 
+def test_the_plugin_refuses_a_users_folder_as_run_does_in_one_line(work):
+    mine = work / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine", encoding="utf-8")
+    result = plugin(work, "--compbench-results", "mine")
+    ran = cli("run", "--suite", "faces.yaml", "--results", "mine", "-q")
+    said = "mine: is not a compbench results directory (it holds notes.txt)"
+    assert ran.rc == 2 and said in ran.err
+    assert result.returncode == 1 and said in result.stdout and "Traceback" not in result.stdout, result.stdout
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no store, no marker
+
+
 def test_a_plan_never_changes_the_callers_suite_and_builds_each_task_once(work, monkeypatch):
     from compbench import session
     from compbench.runner import cells
