@@ -143,7 +143,7 @@ class SuiteFile(pytest.File):
             # each unless --compbench-threads says otherwise; set as the first cell trains, restored at the end.
             threads = plan_for_run("local", 1, plan.request.threads)
             self._runner = SuiteRunner(plan.whole, plan.out_dir, device=plan.device, resolve=False, threads=threads,
-                                       tasks=plan.tasks)
+                                       tasks=plan.tasks, jobs=plan.jobs)
             self.session.config.add_cleanup(self._runner.close)
         return self._runner
 

@@ -259,7 +259,8 @@ def run(plan: Plan) -> RunResult:
         plan.whole, plan.out_dir, device=plan.device, force=r.force, model_patterns=list(plan.model_patterns or ()),
         task_patterns=list(plan.task_patterns or ()), progress=r.progress, verbose=r.verbose, fail_fast=r.fail_fast,
         executor=r.executor, workers=r.workers, address=r.address, gpus_per_job=r.gpus_per_job,
-        cell_timeout=r.cell_timeout, threads=r.threads, command=r.command, profile=r.profile, tasks=plan.tasks)
+        cell_timeout=r.cell_timeout, threads=r.threads, command=r.command, profile=r.profile, tasks=plan.tasks,
+        jobs=plan.jobs)
     # With models or tasks selected only part of the suite ran: expectations are judged on the cells that ran, and
     # those that match none of them are left out rather than failed.
     outcome = outcome_of_run(plan.suite, summary, profile=r.profile, partial=summary.partial)

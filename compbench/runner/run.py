@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from contextlib import AbstractContextManager, closing, nullcontext
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ class SuiteRunner(StoreView):
     def __init__(
         self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False, *,
         resolve: bool = True, writer: bool = False, threads: ThreadPlan | None = None,
-        tasks: Mapping[str, PreparedTask] | None = None,
+        tasks: Mapping[str, PreparedTask] | None = None, jobs: Sequence[Job] | None = None,
     ) -> None:
         # torch's threads in this process when a job trains here (runner.threads; default one thread),
         # set at the first such job, so that a cached run never imports torch; restored by close().
@@ -63,7 +63,7 @@ class SuiteRunner(StoreView):
         self._applied: list[Applied] = []  # what this runner's thread settings changed, undone by close()
         # --force: records stored before this run are ignored for this suite's jobs (and replaced
         # as each is recomputed); records stored since, by this run or a concurrent one, count.
-        super().__init__(loaded, out_dir, resolve_device(device) if resolve else device, tasks=tasks, fresh=force)
+        super().__init__(loaded, out_dir, resolve_device(device) if resolve else device, tasks=tasks, jobs=jobs, fresh=force)
         if writer:
             self.store.open(write=True)  # a store that cannot be used fails now, before any training
         self.fresh_since: float | None = time.time() if force else None
@@ -304,6 +304,7 @@ def run_suite(
     command: str | None = None,
     profile: str | None = None,
     tasks: Mapping[str, PreparedTask] | None = None,
+    jobs: Sequence[Job] | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
 
@@ -314,7 +315,8 @@ def run_suite(
     process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
     when the run ends.
     `command`, `profile`: what the store's `runs` row records as the command (default: this call) and profile.
-    `tasks`: the suite's tasks already built (by id), so that they are not built again.
+    `tasks`: the suite's tasks already built (by id), so that they are not built again; `jobs`: the selected part's
+    jobs already expanded on this device (compbench.session.Plan.jobs).
     """
     start = time.perf_counter()
     if executor not in ("local", "process", "ray"):
@@ -325,7 +327,7 @@ def run_suite(
     check_cell_timeout(executor, cell_timeout)  # before anything runs: the local executor cannot honour it
     loaded = select(loaded, model_patterns, task_patterns)
     plan = plan_for_run(executor, effective_workers(executor, workers), threads)
-    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan, tasks=tasks)
+    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan, tasks=tasks, jobs=jobs)
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
                          partial=bool(model_patterns or task_patterns), threads=plan.intra)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from compbench.records import CellRecord
@@ -21,13 +21,14 @@ class StoreView:
     """
 
     def __init__(self, loaded: LoadedSuite, out_dir: Path, device: str, *,
-                 tasks: Mapping[str, PreparedTask] | None = None, fresh: bool = False) -> None:
+                 tasks: Mapping[str, PreparedTask] | None = None, jobs: Sequence[Job] | None = None,
+                 fresh: bool = False) -> None:
         self.loaded = loaded
         self.device = device
         self.store = ResultStore(Path(out_dir) / "store")
         # `tasks`: the suite's tasks already built (compbench.session builds them once per run), else built here.
         self.tasks = dict(tasks) if tasks is not None else prepare_tasks(loaded)
-        self.jobs = expand_jobs(loaded, self.tasks, device)
+        self.jobs = list(jobs) if jobs is not None else expand_jobs(loaded, self.tasks, device)  # `jobs`: expanded already
         self._cache: dict[str, CellRecord] | None = {} if fresh else None  # fresh: what is stored does not count
 
     @property
