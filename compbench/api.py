@@ -6,8 +6,8 @@
     res.to_pandas()          # one row per cell and seed: every metric, the theory's, errors
     res.verdicts, res.errors, res.passed
 
-It runs exactly what `compbench run` runs (the same runner, store, outcome and verdicts), so its
-numbers are the CLI's. Without `out` the store lives in a temporary directory that is removed
+It runs exactly what `compbench run` runs (one `compbench.session` request: the same plan, runner,
+store, outcome and verdicts), so its numbers are the CLI's. Without `out` the store lives in a temporary directory that is removed
 when the call returns: nothing is left on disk, and nothing is reused between calls. With `out`
 the store (and, with `report=True`, the report) is written there as `compbench run --results
 OUT` would, and a later call reuses the cells it holds.
