@@ -6,8 +6,8 @@
     res.to_pandas()          # one row per cell and seed: every metric, the theory's, errors
     res.verdicts, res.errors, res.passed
 
-It runs exactly what `compbench run` runs (the same runner, store, outcome and verdicts), so its
-numbers are the CLI's. Without `out` the store lives in a temporary directory that is removed
+It runs exactly what `compbench run` runs (one `compbench.session` request: the same plan, runner,
+store, outcome and verdicts), so its numbers are the CLI's. Without `out` the store lives in a temporary directory that is removed
 when the call returns: nothing is left on disk, and nothing is reused between calls. With `out`
 the store (and, with `report=True`, the report) is written there as `compbench run --results
 OUT` would, and a later call reuses the cells it holds.
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from compbench.outcome import SuiteOutcome
 from compbench.records import CellRecord
+from compbench.session import RunRequest
 from compbench.suite.source import SuiteError, SuiteIssue
 
 if TYPE_CHECKING:
@@ -45,6 +46,9 @@ class Results:
     n_cached: int = 0
     out: Path | None = None  # where the store (and report) were written; None: nowhere
     notes: list[str] = field(default_factory=list)  # e.g. a model recomputed because it has no source
+    # What the leaderboard shows: with an added model, the suite's models the store holds beside it (as `compbench
+    # run` shows them); None: the records.
+    shown: list[CellRecord] | None = None
 
     @property
     def records(self) -> list[CellRecord]:
@@ -78,13 +82,15 @@ class Results:
         return records_frame(self.records)
 
     def leaderboard(self) -> pd.DataFrame:
-        """Models × tasks: each task's leaderboard metric on held-out cells, mean over seeds (NaN: no score)."""
+        """Models × tasks: each task's leaderboard metric on held-out cells, mean over seeds (NaN: no score); an added
+        model beside the suite's models the store holds."""
         import pandas as pd
 
         from compbench.report.tables import leaderboard_frame
 
-        tasks = list(dict.fromkeys(r.task for r in self.records))
-        frame = leaderboard_frame(self.records, tasks)
+        records = self.records if self.shown is None else self.shown
+        tasks = list(dict.fromkeys(r.task for r in records))
+        frame = leaderboard_frame(records, tasks)
         if frame.empty:
             return pd.DataFrame()
         table = frame.pivot(index="model", columns="task", values="mean")
@@ -102,6 +108,8 @@ class Results:
     def __repr__(self) -> str:
         return f"<compbench.Results {self.outcome.headline()}>"
 
+
+EXECUTORS = ("auto", "local", "process", "ray")  # = `compbench run --executor`
 
 # evaluate()'s argument problems are the CLI's usage errors: a SuiteError (a ValueError) whose issues
 # name the argument ("evaluate(): tasks: ..."), raised before anything trains. The checks that the
@@ -145,7 +153,8 @@ def _is_model(x: Any) -> bool:
 
 
 def _check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any, model_args: Any, tags: Any, seeds: Any,
-                    device: Any, force: Any, report: Any, progress: Any, threads: Any) -> None:
+                    device: Any, force: Any, report: Any, progress: Any, threads: Any, executor: Any = "auto",
+                    workers: Any = None) -> None:
     """Refuse evaluate()'s arguments of the wrong type or range, every problem at once, as one SuiteError naming each argument."""
     from compbench.runner.device import DEVICES
     from compbench.runner.threads import MAX_THREADS
@@ -184,8 +193,10 @@ def _check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any
         issues.append(_issue("tags", why))
     if model_args is not None and not (isinstance(model_args, Mapping) and all(isinstance(k, str) for k in model_args)):
         issues.append(_issue("model_args", f"must be a dict of parameter name → value, got {_shown(model_args)}"))
-    for name, value, low, high in (("seeds", seeds, 1, None), ("threads", threads, 0, MAX_THREADS)):
-        if value is None:
+    if not (isinstance(executor, str) and executor in EXECUTORS):
+        issues.append(_issue("executor", f"must be one of {', '.join(EXECUTORS)}, got {_shown(executor)}"))
+    for name, value, low, high in (("seeds", seeds, 1, None), ("threads", threads, 0, MAX_THREADS), ("workers", workers, 1, None)):
+        if value is None and name != "workers":
             continue
         if isinstance(value, bool) or not isinstance(value, int):  # True is no seed count, "2" no number
             issues.append(_issue(name, f"must be a whole number (an int) or None, got {_shown(value)}"))
@@ -209,8 +220,12 @@ def _check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any
 @contextlib.contextmanager
 def _as_arguments() -> Iterator[None]:
     """A usage error of a check the CLI shares, re-raised naming evaluate()'s argument rather than the CLI's flag."""
+    from compbench.session import API_NAMES, RequestError
+
     try:
         yield
+    except RequestError as exc:  # the session's words, naming evaluate()'s arguments
+        raise SuiteError([_issue(API_NAMES.get(exc.argument, exc.argument), exc.said(API_NAMES))]) from None
     except SuiteError as exc:
         raise SuiteError([SuiteIssue(i.file, i.line, _ARG_OF.get(i.field, i.field), i.message) for i in exc.issues]) from None
 
@@ -230,6 +245,8 @@ def evaluate(
     report: bool = False,
     progress: bool = False,
     threads: int | None = None,
+    executor: str = "auto",
+    workers: int | None = None,
 ) -> Results:
     """Run a suite (or part of it) and return its results in memory; the Python face of `compbench run`.
 
@@ -242,7 +259,10 @@ def evaluate(
     list: `tags=["lazy"]`) beside their adapter's. None: every model of the suite. `tasks`: a list
     of task id globs (None: all). `out`: where to keep the store (None: a temporary directory,
     removed on return). `report`: also write the report into `out`. `threads`: torch threads per
-    training process (None: compbench's policy, one; 0: torch's default).
+    training process (None: compbench's policy, one; 0: torch's default). `executor`, `workers`: where the
+    cells run, as `compbench run --executor --workers` (auto, the default: a pool of one-thread workers on every
+    usable core when there is enough to compute, else this process; local: this process; process: a pool of
+    `workers`, default one per usable core; ray).
 
     Bad arguments raise `compbench.suite.SuiteError` (a ValueError) naming each argument, before
     anything trains: a wrong type (a str where a list is due, a bool for a count), an empty list
@@ -254,97 +274,55 @@ def evaluate(
     The models it adds are registered for this call only: calls in other threads never see them.
     """
     from compbench.adapters import ADAPTERS
+    from compbench.report.writers import DEFAULT_FORMATS
 
-    _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads)
+    _check_arguments(suite, models, tasks, out, profile, model_args, tags, seeds, device, force, report, progress, threads,
+                     executor, workers)
+    items = None if models is None else ((dict(models),) if isinstance(models, Mapping) else tuple(models))
+    request = RunRequest(suite, profile=profile, models=items, model_args=dict(model_args) if model_args else None,
+                         tags=tuple(tags), tasks=tuple(tasks) if tasks is not None else None, seeds=seeds,
+                         device=device, executor=executor, workers=workers, threads=threads,
+                         results=Path(out) if out is not None else None, force=force,
+                         formats=DEFAULT_FORMATS if report else (), progress=progress,
+                         command=f"compbench.evaluate({getattr(suite, 'name', str(suite))!r})")
     with ADAPTERS.scope():
-        return _evaluate(suite, models, tasks, out, profile=profile, model_args=model_args, tags=tags, seeds=seeds,
-                         device=device, force=force, report=report, progress=progress, threads=threads)
+        return _evaluate(request, report=report)
 
 
-def _evaluate(suite: str | Path | LoadedSuite, models: Any, tasks: Iterable[str] | None, out: str | Path | None, *,
-              profile: str | None, model_args: Mapping[str, Any] | None, tags: list[str] | tuple[str, ...],
-              seeds: int | None, device: str, force: bool, report: bool, progress: bool, threads: int | None) -> Results:
+def _evaluate(request: RunRequest, *, report: bool) -> Results:
     """`evaluate` on checked arguments, inside its registration scope; the caller's suite is never changed."""
-    import time
+    import sys
+    from dataclasses import replace
 
-    from compbench.outcome import outcome_of_run
-    from compbench.runner.run import record_verdicts, run_suite, select
-    from compbench.suite import add_adapter_models, load_suite, matches, seeds_override, unmatched_tasks
-    from compbench.suite.load import no_model_message
-    from compbench.suite.load import LoadedSuite as _Loaded
+    from compbench import session
 
-    loaded = suite if isinstance(suite, _Loaded) else load_suite(suite, profile)
-    items: list[Any] = []
-    if models is not None:
-        items = [dict(models)] if isinstance(models, Mapping) else list(models)
-    with _as_arguments():
-        loaded, added = add_adapter_models(loaded, items, dict(model_args or {}), tuple(tags)) if items else (loaded, {})
-    if model_args and not added:
-        raise SuiteError([_issue("model_args", "sets the parameters of models added by `models`; none was added")])
-    if tags and not added:
-        raise SuiteError([_issue("tags", "are added to the tags of models added by `models` (no model of the suite); "
-                                 "none was added")])
-    patterns: list[str] | None = None
-    if items:  # each item selects its model: a str by id or glob (a reference by the model it added), an object by its name
-        patterns = []
-        for item in items:
-            names = [str(k) for k in item] if isinstance(item, dict) else [item if isinstance(item, str) else str(getattr(item, "__name__", ""))]
-            patterns += [added.get(n, n) for n in names]
-        unmatched = [p for p in patterns if not any(matches(m.id, [p], m.group) for m in loaded.models)]
-        if unmatched:
-            raise SuiteError([_issue("models", no_model_message(loaded, unmatched))])
-    from compbench.adapters import get_adapter
-    from compbench.adapters.user import caching_note
-
-    notes = [note for model_id in added.values()
-             if (note := caching_note(get_adapter(next(m for m in loaded.models if m.id == model_id).adapter), model_id))]
-    if notes and progress:
-        import sys
-
-        for note in notes:
-            print(note, file=sys.stderr)
-    if seeds is not None:
+    keep = request.results is not None
+    with tempfile.TemporaryDirectory(prefix="compbench-") if not keep else contextlib.nullcontext() as tmp:
+        if tmp is not None:
+            request = replace(request, results=Path(tmp) / "results")
         with _as_arguments():
-            loaded = seeds_override(loaded, seeds)
-    task_patterns = list(tasks) if tasks is not None else None
-    unmatched_task = unmatched_tasks(loaded, task_patterns) if task_patterns else None
-    if unmatched_task:
-        raise SuiteError([_issue("tasks", unmatched_task)])
-    if out is not None:  # as `compbench run`: a folder that is not compbench's is refused before anything trains
-        from compbench.report.publish import check_owner
-
-        check_owner(Path(out), loaded)
-    from compbench.report.run_config import config_of
-
-    config = config_of(loaded, added, profile=profile, model_args=dict(model_args or {}), tags=tuple(tags), seeds=seeds)
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="compbench-") if out is None else contextlib.nullcontext() as tmp:
-        out_dir = Path(out) if out is not None else Path(tmp) / loaded.name
-        whole = loaded  # what the report shows after a partial run (publish_run); run_suite narrows a copy
-        summary = run_suite(loaded, out_dir, device=device, force=force, model_patterns=patterns,
-                            task_patterns=task_patterns, progress=progress, threads=threads, profile=profile,
-                            command=f"compbench.evaluate({loaded.name!r})")
-        if summary.interrupted:  # run_suite kept what finished; a notebook or script must stop, not read a partial result
-            kept = (f"kept in {out_dir / 'store'}: the same call resumes from them" if out is not None
+            plan = session.plan(request)
+        notes = list(plan.notes)
+        if request.progress:
+            for note in notes:
+                print(note, file=sys.stderr)
+        result = session.run(plan)
+        if result.summary.interrupted:  # run kept what finished; a notebook or script must stop, not read a partial result
+            kept = (f"kept in {plan.out_dir / 'store'}: the same call resumes from them" if keep
                     else "not kept (out=None; give out=PATH to keep finished cells)")
-            raise KeyboardInterrupt(f"evaluate() interrupted: {summary.n_run} cell(s) had finished, {kept}")
-        if patterns and not summary.jobs:
-            raise SuiteError([_issue("models", f"{' '.join(patterns)} run on none of the tasks selected of suite "
-                                     f"{loaded.name}")])
-        loaded = select(loaded, patterns, task_patterns)  # what ran
-        outcome = outcome_of_run(loaded, summary, profile=profile, partial=summary.partial)
-        record_verdicts(out_dir, summary, outcome.verdicts)
+            raise KeyboardInterrupt(f"evaluate() interrupted: {result.facts.n_run} cell(s) had finished, {kept}")
+        whole = None
         if report:
-            from compbench.report.publish import publish_run
-
-            kept = publish_run(out_dir, whole, outcome, {**vars(summary), **config.facts()}, profile=profile).kept
-            if kept:
-                notes.append(f"the report in {out_dir} was left as it was: it shows {len(kept)} cell(s) outside this "
-                             f"selection that its store does not hold (e.g. {kept[0]})")
-    for note in notes:
-        outcome.notes.append(note)
-    return Results(loaded.name, outcome, time.perf_counter() - start, summary.n_run, summary.n_cached,
-                   Path(out) if out is not None else None, notes)
+            published = session.report(plan, result)
+            whole = published.outcome
+            if published.kept:
+                note = (f"the report in {plan.out_dir} was left as it was: it shows {len(published.kept)} cell(s) "
+                        f"outside this selection that its store does not hold (e.g. {published.kept[0]})")
+                notes.append(note)
+                result.outcome.notes.append(note)
+        _, shown = session.shown(plan, result, whole)
+    return Results(plan.suite.name, result.outcome, result.facts.wall_time, result.facts.n_run, result.facts.n_cached,
+                   plan.out_dir if keep else None, notes, shown)
 
 
 __all__ = ["Results", "evaluate"]

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from compbench.limits import MAX_SEED
 
@@ -89,15 +90,6 @@ positive_int = int_in(1)
 seed_int = int_in(0, MAX_SEED)  # a seed every backend takes (as a suite's seeds: compbench.limits.MAX_SEED)
 
 
-def _beside_stored(whole, report):  # (LoadedSuite, SuiteOutcome) -> (LoadedSuite, [CellRecord])
-    """The whole suite's models that have records in `report` (the whole suite's outcome after a run that
-    added models), and those records: a model added with --model is shown beside them, not alone."""
-    from dataclasses import replace
-
-    have = {r.model for r in report.records}
-    return replace(whole, models=[m for m in whole.models if m.id in have]), report.records
-
-
 def _print_report_scope(out_dir: Path, published, partial: bool) -> None:  # published: report.publish.Published
     """After a partial run: say that the report is of the whole suite, or why the report there was kept."""
     if published.kept:
@@ -117,156 +109,95 @@ def _adapter_registry():  # the adapter registry, imported when `list` needs it
     return ADAPTERS
 
 
-def _add_models(args: argparse.Namespace, loaded):  # -> (LoadedSuite, list[str], dict[str, str]) | int
-    """Add the models `--model` names that are no model of the suite (an adapter, `file.py:Name`,
-    `package.module:Name`), as `run`, `check` and `baseline record` take them: (the suite with them, ids
-    added, {--model value: model id}), or EXIT_USAGE after saying what is wrong."""
-    from compbench.adapters import get_adapter
-    from compbench.suite import add_adapter_models, parse_model_args
-
-    added: list[str] = []
-    added_ids: dict[str, str] = {}
-    if args.model_args and not args.model:
-        _err("--model-args sets the parameters of an adapter added with --model NAME; give --model too")
-        return EXIT_USAGE
-    if args.model:
-        try:
-            model_args = parse_model_args(args.model_args or "")
-        except ValueError as exc:
-            _err(str(exc))
-            return EXIT_USAGE
-        loaded, added_ids = add_adapter_models(loaded, args.model, model_args, _model_tags(args))
-        added = list(added_ids.values())
-        suite_settings = loaded.suite.added_networks
-        for given, model_id in added_ids.items():
-            spec = next(m for m in loaded.models if m.id == model_id)
-            from_suite = {k: v for k, v in spec.raw_params.items() if k in suite_settings and k not in model_args}
-            dropped = sorted(k for k in suite_settings if k not in spec.raw_params) if "networks" in spec.tags else []
-            shown = f"parameters {args.model_args}" if args.model_args else "its default parameters"
-            if from_suite:
-                shown += (" and" if args.model_args else ",") + " the suite's added_networks " + ",".join(f"{k}={v}" for k, v in from_suite.items())
-            what = f"adapter {given!r}" if given == model_id else f"model {model_id!r} from {given}"
-            print(f"adding {what} with {shown} on every task of {loaded.name} whose inputs it takes"
-                  + (f" (not {', '.join(dropped)}: its adapter does not take them)" if dropped else ""))
-        if args.model_tags and not added:
-            _err("--model-tags applies only to a model added with --model (no model of the suite)")
-            return EXIT_USAGE
-        if args.model_args and not added:
-            _err("--model-args applies only to an adapter added with --model (no model of the suite); "
-                 "to change a suite model's parameters, edit a copy of the suite")
-            return EXIT_USAGE
-    if getattr(args, "executor", "local") == "ray":
-        # A model from a file, added or declared by the suite (`adapter: file.py:Name`), carries its source digest.
-        from_file = [m.id for m in loaded.models if getattr(get_adapter(m.adapter), "__compbench_code__", None)]
-        if from_file:
-            _err(f"model {from_file[0]!r} comes from a file or module (file.py:Name), which runs on the local or process "
-                 "executor; Ray workers cannot import it: package it with an entry point (docs/how-to/extending.md) to use Ray")
-            return EXIT_USAGE
-    return loaded, added, added_ids
-
-
-def _model_tags(args: argparse.Namespace) -> list[str]:
-    """The tags `--model-tags` gives an added model."""
-    return [t.strip() for t in (args.model_tags or "").split(",") if t.strip()]
-
-
-def _run_config(args: argparse.Namespace, loaded, added_ids: dict[str, str]):  # -> report.run_config.RunConfig
-    """What this run asks for beyond the suite file, recorded in summary.json so that `report` rebuilds the same."""
-    from compbench.report.run_config import config_of
+def _plan(args: argparse.Namespace, loaded, **request: Any):  # (args, LoadedSuite, RunRequest fields) -> session.Plan
+    """The plan of a command that trains (`run`, `check`, `baseline record`): its arguments as a RunRequest; the
+    models it adds are said on stdout. A request compbench refuses raises RequestError (`compbench: ...`, exit 2)."""
+    from compbench import session
     from compbench.suite import parse_model_args
 
-    return config_of(loaded, added_ids, profile=args.profile, model_args=parse_model_args(args.model_args or ""),
-                     tags=_model_tags(args), seeds=args.seeds)
+    try:
+        model_args = parse_model_args(args.model_args or "")
+    except ValueError as exc:
+        raise session.RequestError("model_args", str(exc), lead=False) from None
+    tags = tuple(t.strip() for t in (args.model_tags or "").split(",") if t.strip())
+    plan = session.plan(session.RunRequest(
+        loaded, profile=args.profile, models=tuple(args.model) if args.model else None, model_args=model_args,
+        tags=tags, seeds=args.seeds, device=args.device, threads=args.threads, progress=not args.quiet,
+        command=args.command_line, **request))
+    _say_added(plan, args.model_args)
+    return plan
+
+
+def _say_added(plan, model_args: str | None) -> None:  # plan: session.Plan
+    """One line per model the plan added: its parameters (given, and the suite's added_networks) and its tasks."""
+    given_args = plan.request.model_args or {}
+    settings = plan.whole.suite.added_networks
+    for given, model_id in plan.added.items():
+        spec = next(m for m in plan.whole.models if m.id == model_id)
+        from_suite = {k: v for k, v in spec.raw_params.items() if k in settings and k not in given_args}
+        dropped = sorted(k for k in settings if k not in spec.raw_params) if "networks" in spec.tags else []
+        shown = f"parameters {model_args}" if model_args else "its default parameters"
+        if from_suite:
+            shown += (" and" if model_args else ",") + " the suite's added_networks " + ",".join(f"{k}={v}" for k, v in from_suite.items())
+        what = f"adapter {given!r}" if given == model_id else f"model {model_id!r} from {given}"
+        print(f"adding {what} with {shown} on every task of {plan.whole.name} whose inputs it takes"
+              + (f" (not {', '.join(dropped)}: its adapter does not take them)" if dropped else ""))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Run a suite, write its report, exit non-zero if an expectation or a cell failed."""
-    from compbench.outcome import outcome_of_run, verdict_counts
-    from compbench.report import terminal
-    from compbench.report.publish import check_owner, parse_formats, publish_run
-    from compbench.report.terminal import one_line
-    from compbench.runner.run import record_verdicts, run_suite, select
-    from compbench.suite import seeds_override, unmatched_tasks
-    from compbench.suite.load import no_model_message
+    from compbench import session
+    from compbench.report.publish import parse_formats
 
     formats = parse_formats(args.format)
-    loaded = _load(args, args.profile)
-    models = _add_models(args, loaded)
-    if isinstance(models, int):
-        return models
-    loaded, added, added_ids = models
-    config = _run_config(args, loaded, added_ids)
-    if args.seeds is not None:
-        loaded = seeds_override(loaded, args.seeds)
-    if args.fail_fast and args.executor not in ("local", "auto"):
-        _err(f"--fail-fast works with --executor local only (a {args.executor} executor has other cells in flight "
-             "when one fails); drop one of them")
-        return EXIT_USAGE
-    unmatched = unmatched_tasks(loaded, args.task) if args.task else None
-    if unmatched:
-        _err(f"--task {unmatched}")
-        return EXIT_USAGE
-    # A reference (--model file.py:Name) selects the model it added, by that model's id.
-    model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
-    out_dir = Path(args.results) if args.results else Path("results") / loaded.name
-    check_owner(out_dir, loaded)  # another suite's results directory is refused before anything trains
-    whole = loaded  # what the report shows after a partial run: every cell, as the store holds it (run_suite narrows a copy)
-    summary = run_suite(
-        loaded, out_dir, device=args.device, force=args.force, model_patterns=model_patterns, task_patterns=args.task,
-        progress=not args.quiet, verbose=args.verbose, fail_fast=args.fail_fast,
-        executor=args.executor, workers=args.workers, address=args.address, gpus_per_job=args.gpus_per_cell,
-        cell_timeout=args.cell_timeout, threads=args.threads, command=args.command_line, profile=args.profile,
-    )
-    if args.model and not summary.jobs:
-        _err(f"--model {no_model_message(loaded, args.model)}")
-        return EXIT_USAGE
-    if args.task and not summary.jobs:
-        _err(f"no model of suite {loaded.name} runs on the tasks --task {' '.join(args.task)} selects")
-        return EXIT_USAGE
-    loaded = select(loaded, model_patterns, args.task)  # what ran: its outcome and leaderboard
-    # With --model or --task only part of the suite ran: expectations are judged on the cells that
-    # ran, and those that match none of them are left out rather than failed. The report is of the
-    # whole suite all the same (publish_run), so a partial run never replaces a fuller report.
-    outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
-    record_verdicts(out_dir, summary, outcome.verdicts)
+    plan = _plan(args, _load(args, args.profile), tasks=tuple(args.task) if args.task else None, force=args.force,
+                 fail_fast=args.fail_fast, executor=args.executor, workers=args.workers, address=args.address,
+                 gpus_per_job=args.gpus_per_cell, cell_timeout=args.cell_timeout,
+                 results=Path(args.results) if args.results else None, formats=formats, verbose=args.verbose)
+    result = session.run(plan)
     skipped: list[str] = []
-    facts = {**vars(summary), **config.facts()}
-    facts["interrupted"] = summary.interrupted or summary.failed_cell is not None  # a fail-fast stop reads as one
-    if summary.partial:
-        facts["selection"] = " ".join([*(f"--task {t}" for t in args.task or ()),
-                                       *(f"--model {m}" for m in args.model or ())])
-    published = publish_run(out_dir, whole, outcome, facts, formats=formats, skipped=skipped, profile=args.profile)
-    paths, verdicts = published.paths, outcome.verdicts
+    published = session.report(plan, result, skipped)
+    return _show_run(args, plan, result, published, skipped)
+
+
+def _show_run(args: argparse.Namespace, plan, result, published, skipped: list[str]) -> int:  # session's Plan, RunResult, Published
+    """What `run` says after a run: the summary line, the leaderboard, the added models' verdicts, the files; its exit code."""
+    from compbench import session
+    from compbench.outcome import verdict_counts
+    from compbench.report import terminal
+    from compbench.report.terminal import one_line
+
+    facts, outcome, out_dir = result.facts, result.outcome, plan.out_dir
+    verdicts = outcome.verdicts
     print(
-        f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache"
-        + (f" ({summary.n_rescored} rescored by this compbench's scoring code, not retrained)" if summary.n_rescored else "")
-        + f" ({out_dir / 'store'}), {summary.n_failed} failed, {summary.n_skipped} skipped; "
-        f"expectations {verdict_counts(verdicts)}; {summary.wall_time:.1f} s on {summary.device}"
-        + (f" ({summary.workers} worker process{'es' if summary.workers != 1 else ''})" if summary.executor == "process" else "")
+        f"{plan.suite.name}: {facts.n_run} cells run, {facts.n_cached} reused from the cache"
+        + (f" ({facts.n_rescored} rescored by this compbench's scoring code, not retrained)" if facts.n_rescored else "")
+        + f" ({out_dir / 'store'}), {facts.n_failed} failed, {facts.n_skipped} skipped; "
+        f"expectations {verdict_counts(verdicts)}; {facts.wall_time:.1f} s on {facts.device}"
+        + (f" ({facts.workers} worker process{'es' if facts.workers != 1 else ''})" if facts.executor == "process" else "")
     )
-    # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error.
-    shown, records = loaded, outcome.records
-    if added:  # the added models beside the suite's own that the store holds (shown, not judged again)
-        shown, records = _beside_stored(whole, published.outcome)
+    # The compact leaderboard (not with -q), then each failing expectation and each failed cell's first error;
+    # an added model is shown beside the suite's models the store holds (shown, not judged again).
+    shown, records = session.shown(plan, result, published.outcome)
     terminal.print_leaderboard(shown, records, verdicts, every_error=args.verbose, table=not args.quiet)
     terminal.print_fit_warnings(shown, records)
-    for name in added:
+    for name in plan.added.values():
         mine = [v for v in verdicts if v.subject == name]
-        used = sorted({p for e in loaded.suite.expectations for p in e.models if p.startswith("@")})
+        used = sorted({p for e in plan.suite.suite.expectations for p in e.models if p.startswith("@")})
         why = (f" (no expectation selects it; the suite's claims select by {', '.join(used)}: --model-tags "
                f"{used[0][1:]} puts it under those)" if used else " (no expectation of this suite selects models by tag)")
         print(f"{name}: the suite's claims about it: {verdict_counts(mine)}" + ("" if mine else why))
         for v in mine:
             print(one_line(f"  {v.line()}"))
-    _print_report_scope(out_dir, published, summary.partial)
+    _print_report_scope(out_dir, published, plan.partial)
     if not published.kept:
-        terminal.print_files(out_dir, paths)
-    _print_skipped(skipped, formats)
-    if summary.interrupted:
-        print(f"interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
+        terminal.print_files(out_dir, published.paths)
+    _print_skipped(skipped, plan.request.formats)
+    if result.summary.interrupted:
+        print("interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if summary.failed_cell is not None:
-        print(one_line(f"stopped at the first failed cell (--fail-fast): {summary.failed_cell}"), file=sys.stderr)
+    if result.summary.failed_cell is not None:
+        print(one_line(f"stopped at the first failed cell (--fail-fast): {result.summary.failed_cell}"), file=sys.stderr)
         print("finished cells are kept; run the same command again to retry it and run the rest", file=sys.stderr)
         _print_outcome(outcome)
         return EXIT_FAILED
@@ -358,48 +289,22 @@ def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
 
 
 def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):  # -> (LoadedSuite, RunSummary, SuiteOutcome) | int
-    """Load the suite, refuse bad input before anything trains, then run (or read cached) cells."""
-    from compbench.outcome import outcome_of_run
-    from compbench.runner.run import record_verdicts, run_suite, select
-    from compbench.suite import seeds_override
-    from compbench.suite.load import no_model_message
+    """Load the suite, refuse bad input before anything trains, then run (or read cached) cells (no report)."""
+    from compbench import session
+    from compbench.bundle import open_results
 
-    if args.seed_start is not None and args.seeds is None:
-        _err("--seed-start needs --seeds (seeds --seed-start .. --seed-start + N - 1); without it the suite's own seeds run")
-        return EXIT_USAGE
     loaded = _load(args, args.profile)
     if baseline_suite is not None and baseline_suite != loaded.name:
         _err(f"baseline {args.baseline} is for suite {baseline_suite!r}, but --suite {args.suite} is suite "
              f"{loaded.name!r}; nothing was run (record a baseline for {loaded.name!r} with `compbench baseline record`)")
         return EXIT_USAGE
-    models = _add_models(args, loaded)
-    if isinstance(models, int):
-        return models
-    loaded, _, added_ids = models
-    if args.seeds is not None:
-        loaded = seeds_override(loaded, args.seeds, args.seed_start or 0)
-    # As in `run`: --model selects models (a reference selects the model it added, by its id).
-    model_patterns = [added_ids.get(p, p) for p in args.model] if args.model else None
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
-    from compbench.bundle import open_results
-    from compbench.report.publish import claim_results_dir
-
     with open_results(out_dir) as view:  # a bundle as a directory: a temporary copy, so the bundle is never written
-        where = view.directory
-        # As `run`, before anything trains: the store goes only into compbench's own folder (another suite's
-        # is fine: these commands write no report there, and the store is shared by cell keys).
-        claim_results_dir(where, loaded)
-        summary = run_suite(loaded, where, device=args.device, progress=not args.quiet, threads=args.threads,
-                            model_patterns=model_patterns, command=args.command_line, profile=args.profile)
-        if args.model and not summary.jobs:
-            _err(f"--model {no_model_message(loaded, args.model)}")
-            return EXIT_USAGE
-        print(f"{loaded.name}: {summary.n_run} cells run, {summary.n_cached} reused from the cache "
+        plan = _plan(args, loaded, seed_start=args.seed_start, results=view.directory)
+        result = session.run(plan)
+        print(f"{loaded.name}: {result.facts.n_run} cells run, {result.facts.n_cached} reused from the cache "
               + (f"(the bundle {view.label}; cells run here are not kept in it)" if view.is_bundle else f"({out_dir / 'store'})"))
-        loaded = select(loaded, model_patterns)  # what ran
-        outcome = outcome_of_run(loaded, summary, profile=args.profile, partial=summary.partial)
-        record_verdicts(where, summary, outcome.verdicts)
-    return loaded, summary, outcome
+    return plan.suite, result.summary, result.outcome
 
 
 def _unrecordable(base) -> int | None:  # base: Baseline

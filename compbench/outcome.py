@@ -170,17 +170,18 @@ def judge(loaded: LoadedSuite, jobs: list[Job], found: list[Mapping[str, CellRec
 
 
 def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = None, partial: bool = False,
-                   devices: list[str] | None = None) -> SuiteOutcome:
+                   devices: list[str] | None = None, tasks: Mapping[str, Any] | None = None) -> SuiteOutcome:
     """The outcome of the suite over what `out_dir`'s store holds (no training).
 
     Each job's cells are looked up under the device of the last run first, then the others; a
     record written by compbench 0.1.0 (record schema 1, whose keys hashed its code) is matched by
     suite, task, model, seed and device, and shown as stale.
     """
-    from compbench.runner.run import SuiteRunner, expand_jobs
+    from compbench.runner.cells import expand_jobs
+    from compbench.runner.stored import StoreView
 
     devices = devices or report_devices(out_dir)
-    runner = SuiteRunner(loaded, out_dir, devices[0], resolve=False)
+    runner = StoreView(loaded, out_dir, devices[0], tasks=tasks)  # read only; `tasks`: built already, by id
     try:
         store = runner.cache  # the runner's own copy: a record rescored below replaces its entry, not a second read
         legacy = {(r.suite, r.task, r.model, r.seed, r.device): r for r in store.values() if r.code is None}
@@ -204,11 +205,11 @@ def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = 
             found.append(labelled)
         return judge(loaded, chosen, found, profile=profile, partial=partial)
     finally:
-        runner.store.close()
+        runner.close()
 
 
 def whole_outcome(whole: LoadedSuite, ran: SuiteOutcome, out_dir: Path, *, profile: str | None = None,
-                  device: str | None = None) -> SuiteOutcome:
+                  device: str | None = None, tasks: Mapping[str, Any] | None = None) -> SuiteOutcome:
     """The whole suite after a partial run (`--task`, `--model`): the cells it ran as it found them, every
     other cell as `out_dir`'s store holds it (missing when it holds none).
 
@@ -220,7 +221,7 @@ def whole_outcome(whole: LoadedSuite, ran: SuiteOutcome, out_dir: Path, *, profi
     devices = report_devices(out_dir)
     if device in devices:  # the run's device first: its own records and their neighbours
         devices = [device, *(d for d in devices if d != device)]
-    stored = stored_outcome(whole, out_dir, profile=profile, partial=True, devices=devices)
+    stored = stored_outcome(whole, out_dir, profile=profile, partial=True, devices=devices, tasks=tasks)
     mine = {(c.model, c.task, c.seed): c for c in ran.cells}
     cells = [mine.pop((c.model, c.task, c.seed), c) for c in stored.cells]
     cells += mine.values()  # none unless `whole` lacks a cell the run had: shown rather than lost

@@ -119,38 +119,45 @@ class SuiteFile(pytest.File):
     _runner: Any = None
     baseline: Any = None  # the --compbench-baseline file, read and checked against this suite at collection
 
+    def request(self) -> Any:  # compbench.session.RunRequest
+        """This file's run as `compbench run` would ask for it: the --compbench-* options; the models added are run
+        beside the suite's, not instead of them."""
+        from compbench.session import RunRequest
+
+        cfg = self.config
+        results = cfg.getoption("compbench_results")
+        return RunRequest(self.path, profile=cfg.getoption("compbench_profile"),
+                          models=tuple(cfg.getoption("compbench_model")) or None, seeds=cfg.getoption("compbench_seeds"),
+                          device=cfg.getoption("compbench_device"), threads=cfg.getoption("compbench_threads"),
+                          results=Path(results) if results else None, select_models=False)
+
     def runner(self) -> Any:
         """The suite's runner (built once per process, i.e. per xdist worker)."""
         if self._runner is None:
+            from compbench import session
             from compbench.runner.run import SuiteRunner
             from compbench.runner.threads import plan_for_run
 
-            loaded = self.loaded
-            cfg = self.config
-            out = cfg.getoption("compbench_results") or Path("results") / loaded.name
+            plan = session.plan(self.request(), self.chosen)
             # Cells train in this process (one pytest process, or one per xdist worker): one torch thread
             # each unless --compbench-threads says otherwise; set as the first cell trains, restored at the end.
-            threads = plan_for_run("local", 1, cfg.getoption("compbench_threads"))
-            self._runner = SuiteRunner(loaded, Path(out), device=cfg.getoption("compbench_device"), threads=threads)
+            threads = plan_for_run("local", 1, plan.request.threads)
+            self._runner = SuiteRunner(plan.whole, plan.out_dir, device=plan.device, resolve=False, threads=threads,
+                                       tasks=plan.tasks, jobs=plan.jobs)
             self.session.config.add_cleanup(self._runner.close)
         return self._runner
 
     def collect(self):  # type: ignore[no-untyped-def]
-        from compbench.suite import SuiteError, load_suite
+        from compbench import session
+        from compbench.suite import SuiteError
 
         try:
-            self.loaded = load_suite(self.path, profile=self.config.getoption("compbench_profile"))
-        except SuiteError as exc:
-            raise self.CollectError(str(exc)) from None
-        self._add_models(self.config.getoption("compbench_model"))
-        seeds = self.config.getoption("compbench_seeds")
-        if seeds is not None:  # after the added models, as check applies --seeds: theirs are set too
-            from compbench.suite import seeds_override
-
-            try:
-                self.loaded = seeds_override(self.loaded, seeds)
-            except SuiteError as exc:
-                raise self.CollectError(str(exc).replace("--seeds", "--compbench-seeds")) from None
+            self.chosen = session.choose(self.request())
+        except session.RequestError as exc:
+            raise self.CollectError(exc.worded(session.PLUGIN_NAMES)) from None
+        except SuiteError as exc:  # the suite's, or a model's or a seed count's (named by the CLI's flag)
+            raise self.CollectError(str(exc).replace("--seeds", "--compbench-seeds")) from None
+        self.loaded = self.chosen.whole
         baseline_path = self.config.getoption("compbench_baseline")
         if baseline_path:
             from compbench.check import Baseline, BaselineError
@@ -180,21 +187,6 @@ class SuiteFile(pytest.File):
                 yield ExpectationItem.from_parent(self, name=f"expectation::{exp.id or f'ordered-{i + 1}'}", index=i)
         # Last: the suite's outcome, the same judgment `compbench run` and `compbench check` exit with.
         yield OutcomeItem.from_parent(self, name="outcome")
-
-    def _add_models(self, given: list[str]) -> None:
-        """The models of --compbench-model, added to the suite by `compbench run --model`'s own code."""
-        from compbench.suite import SuiteError, add_adapter_models, matches
-
-        if not given:
-            return
-        try:
-            self.loaded, added = add_adapter_models(self.loaded, given)
-        except SuiteError as exc:
-            raise self.CollectError(str(exc)) from None
-        unknown = [g for g in given if g not in added and not any(matches(m.id, [g], m.group) for m in self.loaded.models)]
-        if unknown:
-            raise self.CollectError(f"--compbench-model {unknown[0]}: no model of suite {self.loaded.name!r} and no adapter "
-                                    "(give FILE.py:Name, package.module:Name or an adapter's name: see `compbench list`)")
 
     def run_cells(self, pairs: set[tuple[str, str]]) -> list[dict[str, Any]]:
         """Records of the given (model id, task id) cells, trained or read from the cache."""
@@ -249,7 +241,7 @@ class CellItem(pytest.Item):
             raise CompbenchFailure("\n".join(problems))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CompbenchFailure):
+        if isinstance(excinfo.value, CompbenchError):  # a failure, or a refusal (a results folder not compbench's)
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 
@@ -312,7 +304,7 @@ class OutcomeItem(pytest.Item):
             raise CompbenchFailure(f"{outcome.headline()}\n" + "\n".join(problems))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CompbenchFailure):
+        if isinstance(excinfo.value, CompbenchError):  # a failure, or a refusal (a results folder not compbench's)
             return str(excinfo.value)
         return super().repr_failure(excinfo)
 

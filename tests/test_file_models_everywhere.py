@@ -156,4 +156,4 @@ def test_the_pytest_plugin_adds_a_model_from_a_file(pytester):
     assert result.ret != 0
     result.stdout.fnmatch_lines(["*--model nope.py:Net: no such file*"])
     result = pytester.runpytest_subprocess("plug.yaml", *opts, "--compbench-model", "not-an-adapter", "--collect-only")
-    result.stdout.fnmatch_lines(["*--compbench-model not-an-adapter: no model of suite 'plug' and no adapter*"])
+    result.stdout.fnmatch_lines(["*--compbench-model not-an-adapter matches no model of suite plug and no adapter*"])

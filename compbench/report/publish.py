@@ -433,7 +433,7 @@ class Published:
 
 def publish_run(
     out_dir: Path, whole: LoadedSuite, ran: Any, facts: dict[str, Any], *, formats: tuple[str, ...] = DEFAULT_FORMATS,
-    skipped: list[str] | None = None, profile: str | None = None,
+    skipped: list[str] | None = None, profile: str | None = None, tasks: Any = None,
 ) -> Published:
     """The report of a run (`compbench run`, `evaluate(report=True)`); `ran` is the run's outcome.
 
@@ -448,7 +448,7 @@ def publish_run(
 
     outcome = ran
     if ran.partial:
-        outcome = whole_outcome(whole, ran, out_dir, profile=profile, device=facts.get("device"))
+        outcome = whole_outcome(whole, ran, out_dir, profile=profile, device=facts.get("device"), tasks=tasks)
         kept = _shown_not_stored(out_dir, outcome)
         if kept:
             return Published(outcome, [], kept)

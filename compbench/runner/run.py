@@ -5,14 +5,14 @@ from __future__ import annotations
 import multiprocessing
 import time
 from contextlib import AbstractContextManager, closing, nullcontext
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compbench.provenance import run_provenance
 from compbench.records import CellRecord, Status
-from compbench.runner.cells import Job, expand_jobs, prepare_tasks
+from compbench.runner.cells import Job, PreparedTask
 from compbench.runner.device import resolve_device
 from compbench.runner.executors import (AHEAD_SECONDS, MAX_AHEAD, check_cell_timeout, effective_workers, pool_size,
                                          run_process_pool, run_ray, usable_cores)
@@ -20,11 +20,11 @@ from compbench.runner.execute import run_job
 from compbench.runner.interrupt import stop_children, terminated
 from compbench.runner.progress import Progress
 from compbench.runner.schedule import AUTO, choose, longest_first
+from compbench.runner.stored import StoreView
 from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
-from compbench.scoring import score as scoring
 from compbench.stage_progress import listening
 from compbench.store import ResultStore, StoreError
-from compbench.suite import LoadedSuite, matches
+from compbench.suite import LoadedSuite
 
 
 EXECUTORS = (AUTO, "local", "process", "ray")
@@ -55,33 +55,24 @@ class RunSummary:
     run_id: str | None = None  # the store's `runs` row of this run (ResultStore.begin_run)
 
 
-class SuiteRunner:
-    """A suite's jobs with their cache: tasks built once, finished cells read from the store.
-
-    This is the one place that decides which stored records belong to a suite: its jobs' cache
-    keys, looked up in the store and relabelled with this suite's names (`compbench report` uses
-    it too), never the names a record was stored under.
-    """
+class SuiteRunner(StoreView):
+    """A suite's jobs with their cache, run: what is not stored trains, and is stored as each job ends."""
 
     def __init__(
         self, loaded: LoadedSuite, out_dir: Path, device: str = "auto", force: bool = False, *,
         resolve: bool = True, writer: bool = False, threads: ThreadPlan | None = None,
+        tasks: Mapping[str, PreparedTask] | None = None, jobs: Sequence[Job] | None = None,
     ) -> None:
-        self.loaded = loaded
         # torch's threads in this process when a job trains here (runner.threads; default one thread),
         # set at the first such job, so that a cached run never imports torch; restored by close().
         self.threads = threads if threads is not None else plan_for_run()
         self._applied: list[Applied] = []  # what this runner's thread settings changed, undone by close()
-        self.device = resolve_device(device) if resolve else device
-        self.store = ResultStore(Path(out_dir) / "store")
-        if writer:
-            self.store.open(write=True)  # a store that cannot be used fails now, before any training
         # --force: records stored before this run are ignored for this suite's jobs (and replaced
         # as each is recomputed); records stored since, by this run or a concurrent one, count.
+        super().__init__(loaded, out_dir, resolve_device(device) if resolve else device, tasks=tasks, jobs=jobs, fresh=force)
+        if writer:
+            self.store.open(write=True)  # a store that cannot be used fails now, before any training
         self.fresh_since: float | None = time.time() if force else None
-        self.tasks = prepare_tasks(loaded)
-        self.jobs = expand_jobs(loaded, self.tasks, self.device)
-        self._cache: dict[str, CellRecord] | None = {} if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
         self.rescored: dict[str, CellRecord] = {}  # records scored again by this compbench, not yet stored
         # Told of each job just before it trains here (the progress display names it); jobs run by
@@ -91,31 +82,12 @@ class SuiteRunner:
         # from this process and from a process pool's workers; Ray's jobs do not report.
         self.on_stage: Callable[[Job, str, int, int], None] | None = None
 
-    @property
-    def cache(self) -> dict[str, CellRecord]:
-        """Newest stored record per cell key (loaded on first use)."""
-        if self._cache is None:
-            self._cache = self.store.latest()
-        return self._cache
-
-    def relabel(self, job: Job, records: list[CellRecord]) -> list[CellRecord]:
-        """Records of a job under this suite's names (the key covers what determines a result, not names)."""
-        return [r.with_labels(task=job.task.entry.id, model=job.model.id, group=job.model.group,
-                              sweep=job.model.sweep_values, suite=self.loaded.name) for r in records]
-
-    def stored(self, job: Job) -> list[CellRecord]:
-        """The job's stored records for the seeds that have one, relabelled for this suite (rescored if need be)."""
-        return self.relabel(job, [self.current(job, self.cache[k]) for k in job.keys if k in self.cache])
-
     def current(self, job: Job, record: CellRecord) -> CellRecord:
-        """The record scored by this compbench's scoring code: rescored from its stored outputs when
-        other scoring code scored it (no training); the rescored record replaces it in the store at
-        the end of a run (`flush_rescored`)."""
-        if not record.ok or record.code != job.code or record.scoring == scoring.scoring_version():
-            return record
-        fresh = scoring.rescore(job.task, record)
-        self.cache[record.key] = fresh
-        self.rescored[record.key] = fresh
+        """The record scored by this compbench's scoring code (StoreView.current); a rescored record replaces the
+        stored one at the end of a run (`flush_rescored`)."""
+        fresh = super().current(job, record)
+        if fresh is not record:
+            self.rescored[record.key] = fresh
         return fresh
 
     def flush_rescored(self) -> int:
@@ -337,12 +309,7 @@ def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_pa
     follow from the narrowed suite. `loaded` is left whole (a caller's suite, e.g. one given to
     `compbench.evaluate`, runs in full next time).
     """
-    narrowed = loaded.copy()
-    if model_patterns:
-        narrowed.models = [m for m in narrowed.models if matches(m.id, model_patterns, m.group)]
-    if task_patterns:
-        narrowed.suite.tasks = [t for t in narrowed.suite.tasks if matches(t.id, task_patterns)]
-    return narrowed
+    return loaded.select(model_patterns, task_patterns)
 
 
 def run_suite(
@@ -364,6 +331,8 @@ def run_suite(
     threads: int | None = None,
     command: str | None = None,
     profile: str | None = None,
+    tasks: Mapping[str, PreparedTask] | None = None,
+    jobs: Sequence[Job] | None = None,
 ) -> RunSummary:
     """Run every cell of the suite not already in the store at out_dir; Ctrl-C keeps what finished.
 
@@ -377,6 +346,8 @@ def run_suite(
     process, `compbench.runner.threads`; 0: torch's own default); this process's count is restored
     when the run ends.
     `command`, `profile`: what the store's `runs` row records as the command (default: this call) and profile.
+    `tasks`: the suite's tasks already built (by id), so that they are not built again; `jobs`: the selected part's
+    jobs already expanded on this device (compbench.session.Plan.jobs).
     """
     start = time.perf_counter()
     if executor not in EXECUTORS:
@@ -391,7 +362,7 @@ def run_suite(
     # The pool size before the run meets its jobs: what the thread policy's oversubscription warning counts.
     most = (workers or usable_cores()) if executor in ("process", AUTO) else 1
     plan = plan_for_run("process" if executor == AUTO else executor, effective_workers("process", most) if most > 1 else 1, threads)
-    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan)
+    runner = SuiteRunner(loaded, out_dir, device, force, writer=True, threads=plan, tasks=tasks, jobs=jobs)
     children_before = frozenset(multiprocessing.active_children())
     summary = RunSummary(loaded.name, runner.device, executor=executor, jobs=list(runner.jobs),
                          partial=bool(model_patterns or task_patterns), threads=plan.intra)

@@ -7,7 +7,7 @@ import fnmatch
 import itertools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +179,12 @@ def sweep_too_large(entry: ModelEntry) -> TooLargeError | None:
     return TooLargeError(f"sweep members {shape}", size, limits().models, "--max-models")
 
 
+def model_seeds(adapter: Any, seeds: Sequence[int]) -> tuple[int, ...]:
+    """The seeds a model of this adapter runs: the first alone for a deterministic adapter, else all (the one seed rule)."""
+    # A deterministic model gives the same result for every seed: more would only repeat it.
+    return tuple(seeds[:1]) if adapter.deterministic else tuple(seeds)
+
+
 def expand_model(
     i: int, entry: ModelEntry, suite_seeds: tuple[int, ...], lines: LineMap, issues: list[SuiteIssue],
     base: Path | None = None,
@@ -216,9 +222,7 @@ def expand_model(
             issues.append(lines.issue(("models", i, "sweep", key), problem))
             return []
         axes[key], labels[key] = vals, member_labels(vals)
-    seeds = seed_list(entry.seeds) if entry.seeds is not None else suite_seeds
-    if adapter.deterministic:
-        seeds = seeds[:1]  # a deterministic model gives the same result for every seed
+    seeds = model_seeds(adapter, seed_list(entry.seeds) if entry.seeds is not None else suite_seeds)
     tags = tuple(sorted(set(adapter.tags) | set(entry.tags)))
     specs: list[ModelSpec] = []
     index_lists = [range(len(v)) for v in axes.values()]

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from compbench.limits import MAX_SEED, SUITE_FILE_BYTES, TooLargeError, check_task_bytes, limits
 from compbench.scoring.metric_facts import metric_allowed
-from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
+from compbench.suite.expand import ModelSpec, expand_model, model_seeds, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
 from compbench.suite.source import (
     LineMap, SuiteError, SuiteIssue, check_size, decode_suite, format_loc, load_value, parse_yaml, validation_issues,
@@ -52,9 +52,13 @@ def bundled_suites() -> list[str]:
     return sorted(p.stem for p in bundled_dir("suites").glob("*.yaml"))
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoadedSuite:
-    """A validated suite: the schema object, its source, the expanded models, each task's kind."""
+    """A validated suite: the schema object, its source, the expanded models, each task's kind.
+
+    Frozen: every change (`select`, `with_added`, `with_seeds`) returns a new suite, so a caller's suite
+    (one given to `compbench.evaluate`, a pytest plugin's) is never altered by a run over it.
+    """
 
     suite: Suite
     path: Path | None
@@ -87,6 +91,22 @@ class LoadedSuite:
     def tags(self) -> dict[str, set[str]]:
         """Model id → its tags (the adapter's and the suite's), for `@tag` patterns."""
         return {m.id: set(m.tags) for m in self.models}
+
+    def select(self, model_patterns: list[str] | None = None, task_patterns: list[str] | None = None) -> LoadedSuite:
+        """A copy narrowed to the models and tasks whose ids match the patterns (globs; None or [] keeps all)."""
+        models = [m for m in self.models if matches(m.id, model_patterns, m.group)] if model_patterns else list(self.models)
+        suite = self.suite.model_copy(update={"tasks": [t for t in self.suite.tasks if matches(t.id, task_patterns)]}) \
+            if task_patterns else self.suite.model_copy()
+        return self.copy(suite=suite, models=models)
+
+    def with_added(self, patterns: list[Any], model_args: dict[str, Any] | None = None,
+                   tags: list[str] | tuple[str, ...] = ()) -> tuple[LoadedSuite, dict[str, str]]:
+        """A copy with the models `patterns` add (`add_adapter_models`), and {pattern as given: id added}."""
+        return add_adapter_models(self, patterns, model_args, tags)
+
+    def with_seeds(self, n: int, start: int = 0) -> LoadedSuite:
+        """A copy whose non-deterministic models run seeds start..start+n-1, deterministic ones seed start alone."""
+        return seeds_override(self, n, start)
 
 
 def _check_tasks(suite: Suite, lines: LineMap, issues: list[SuiteIssue]) -> dict[str, tuple[str, str]]:
@@ -489,7 +509,7 @@ def seeds_override(loaded: LoadedSuite, n: int, start: int = 0) -> LoadedSuite:
         raise SuiteError([SuiteIssue(str(loaded.path or loaded.name), None, "--seed-start", f"seeds {start:,}..{start + n - 1:,} "
                                      f"go past {MAX_SEED:,} (2**32 - 1), the largest seed every backend takes, as in a suite's seeds")])
     return loaded.copy(models=[
-        replace(m, seeds=(start,) if get_adapter(m.adapter).deterministic else tuple(range(start, start + n)))
+        replace(m, seeds=model_seeds(get_adapter(m.adapter), range(start, start + n)))
         for m in loaded.models
     ])
 
@@ -621,7 +641,7 @@ def add_adapter_models(loaded: LoadedSuite, patterns: list[Any], model_args: dic
             raise SuiteError([SuiteIssue(where, None, "--model", f"model {name!r} takes {' or '.join(adapter.inputs)} "
                                          f"inputs; no task of suite {loaded.name!r} has them")])
         loaded.models.append(ModelSpec(model_id, model_id, adapter.name, params, args, {}, tasks,
-                                       seeds[:1] if adapter.deterministic else seeds, False, tuple(sorted({*adapter.tags, *tags}))))
+                                       model_seeds(adapter, seeds), False, tuple(sorted({*adapter.tags, *tags}))))
         added[name] = model_id
     return loaded, added
 
