@@ -196,7 +196,7 @@ def _check_arguments(suite: Any, models: Any, tasks: Any, out: Any, profile: Any
     if not (isinstance(executor, str) and executor in EXECUTORS):
         issues.append(_issue("executor", f"must be one of {', '.join(EXECUTORS)}, got {_shown(executor)}"))
     for name, value, low, high in (("seeds", seeds, 1, None), ("threads", threads, 0, MAX_THREADS), ("workers", workers, 1, None)):
-        if value is None and name != "workers":
+        if value is None:  # seeds: the suite's; threads: the policy; workers: one per usable core
             continue
         if isinstance(value, bool) or not isinstance(value, int):  # True is no seed count, "2" no number
             issues.append(_issue(name, f"must be a whole number (an int) or None, got {_shown(value)}"))
