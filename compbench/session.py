@@ -98,20 +98,23 @@ class Selection:
 
 @dataclass(frozen=True)
 class Plan:
-    """A request made concrete before anything trains: the suites, the models added, the tasks (built once), the jobs."""
+    """A request made concrete before anything trains: its selection (the suites, the models added), the tasks
+    (built once), the jobs."""
 
     request: RunRequest
-    whole: LoadedSuite  # the suite with the added models and the seeds: what the report shows (a new one, never the caller's)
-    suite: LoadedSuite  # `whole` narrowed to the request's models and tasks: what runs and is judged
-    added: Mapping[str, str]  # {model as given: id of the model added}
-    model_patterns: tuple[str, ...] | None
-    task_patterns: tuple[str, ...] | None
-    config: RunConfig
+    selection: Selection
     out_dir: Path
     device: str
     tasks: Mapping[str, PreparedTask]
     jobs: tuple[Job, ...]
-    notes: tuple[str, ...] = ()  # e.g. an added model recomputed on every run because it has no source
+
+    whole = property(lambda self: self.selection.whole, doc="The suite with the added models and the seeds: what the report shows.")
+    suite = property(lambda self: self.selection.suite, doc="`whole` narrowed to the request's models and tasks: what runs.")
+    added = property(lambda self: self.selection.added, doc="{model as given: id of the model added}.")
+    model_patterns = property(lambda self: self.selection.model_patterns, doc="The request's model selection, by id.")
+    task_patterns = property(lambda self: self.selection.task_patterns, doc="The request's task selection.")
+    config = property(lambda self: self.selection.config, doc="What `compbench report` needs to rebuild the run's report.")
+    notes = property(lambda self: self.selection.notes, doc="Notes the outcome carries (e.g. a model with no source).")
 
     @property
     def partial(self) -> bool:
@@ -239,8 +242,7 @@ def plan(request: RunRequest, chosen: Selection | None = None) -> Plan:
         raise RequestError("models", f"{' '.join(model_patterns or ())} run on none of the tasks of suite {loaded.name}")
     out_dir = Path(request.results) if request.results is not None else Path("results") / loaded.name
     _gate(out_dir, loaded, report=bool(request.formats))
-    return Plan(request, loaded, narrowed, chosen.added, model_patterns, task_patterns, chosen.config, out_dir, device,
-                tasks, jobs, chosen.notes)
+    return Plan(request, chosen, out_dir, device, tasks, jobs)
 
 
 def _gate(out_dir: Path, loaded: LoadedSuite, *, report: bool) -> None:
