@@ -115,7 +115,10 @@ def table(results: list[dict], n_cores: int) -> str:
             name = ("default (auto: 1 thread per process, a worker per core)" if base == "policy"
                     else "--executor local (1 thread, this process)" if base == "local"
                     else f"--threads {base}" + (" (torch default)" if base == "0" else ""))
-            name = f"{name}, {tree} checkout" if tree else name
+            if tree and base == "policy":  # a checkout from before #34: its default ran in one process, one thread
+                name = "default of the checkout before (one process, one thread)"
+            elif tree:
+                name = f"{name}, {tree} checkout"
             lines.append(f"| {name} | {k} | {_span(walls)} | {_span(cpus)} | {cpu_ratio} | {fair_ratio} |")
     return "\n".join(lines)
 
