@@ -83,7 +83,10 @@ def start_slow_run(tmp_path: Path, rows: int) -> tuple[Path, Path, subprocess.Po
     suite = tmp_path / "slow.yaml"
     suite.write_text(SLOW)
     out = tmp_path / "out"
-    proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu")
+    # In this process, one job after another: the default's pool finishes SLOW's 300 quick kernel jobs within a
+    # second of the first rows, often before the signal lands (the run then ends complete, exit 0). The pool under
+    # Ctrl-C and SIGKILL: tests/test_hostile_cli.py, tests/test_hostile_children.py.
+    proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu", "--executor", "local")
     wait_for_rows(out, proc, rows)
     return suite, out, proc
 

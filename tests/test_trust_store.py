@@ -420,3 +420,44 @@ def test_fuzzed_store_file_gives_exit_2_or_a_working_store_never_a_traceback(goo
         if codes["report"] == 2 and codes["run"] == 2:
             assert str(store_path(out)) in proc.stderr, proc.stderr
             assert store_path(out).read_bytes() == content  # refused, never repaired
+
+
+class _InterruptedAfterBegin:
+    """A connection on which Ctrl-C lands just after BEGIN IMMEDIATE returned (before any guarded code ran)."""
+
+    def __init__(self, db):
+        self.db = db
+
+    @property
+    def in_transaction(self):
+        return self.db.in_transaction
+
+    def execute(self, sql, *args):
+        out = self.db.execute(sql, *args)
+        if sql == "BEGIN IMMEDIATE":
+            raise KeyboardInterrupt
+        return out
+
+
+def test_a_ctrl_c_just_after_begin_leaves_no_transaction_and_no_lock(tmp_path):
+    # It used to leave the write lock held: the next writer of the same file in this process waited SQLite's
+    # 60 s busy timeout in C, deaf to Ctrl-C (a repeatedly interrupted `run --executor process` hung in CI).
+    import sqlite3
+
+    from compbench.store.records import _immediate
+
+    path = tmp_path / "s.sqlite"
+    db = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    db.execute("CREATE TABLE t (x)")
+    with pytest.raises(KeyboardInterrupt):
+        with _immediate(_InterruptedAfterBegin(db)):
+            db.execute("INSERT INTO t VALUES (1)")
+    assert not db.in_transaction
+    other = sqlite3.connect(path, isolation_level=None, timeout=0.1)
+    other.execute("INSERT INTO t VALUES (2)")  # the lock is free: no 'database is locked'
+    # A transaction an interrupt left open earlier (BEGIN ran, nothing after) is rolled back by the next one.
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO t VALUES (3)")
+    with _immediate(db):
+        db.execute("INSERT INTO t VALUES (4)")
+    assert sorted(x for (x,) in other.execute("SELECT x FROM t")) == [2, 4]

@@ -211,12 +211,22 @@ def _describe(path: Path, exc: BaseException) -> str:
 
 @contextmanager
 def _immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back on any exception (Ctrl-C too)."""
-    db.execute("BEGIN IMMEDIATE")
+    """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back on any exception (Ctrl-C too).
+
+    A Ctrl-C can land between two bytecodes anywhere, also just after BEGIN returned or in the handler before its
+    ROLLBACK ran: the transaction, and the store's write lock, then stayed open, and the next writer in this
+    process (another connection: SQLite's busy wait, 60 s, in C, where Ctrl-C is not seen) hung. So BEGIN is inside
+    the guarded block, the rollback is of whatever transaction is open, and a transaction an interrupt left open
+    before is rolled back before a new one begins.
+    """
     try:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.execute("BEGIN IMMEDIATE")
         yield
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
 
