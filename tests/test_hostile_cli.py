@@ -358,7 +358,10 @@ def test_ctrl_c_pressed_again_and_again_only_hurries_the_cleanup(tmp_path, every
     env = {**os.environ, "SLEEPY_DIR": str(pids), "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     proc = subprocess.Popen([sys.executable, "-c", code, "run", "--suite", str(suite), "--out", str(tmp_path / "out"), "--quiet",
                              "--executor", "process", "--workers", "2", "--format", "md"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # SIGINT as a terminal delivers it, even where the tests run with it ignored (a shell's
+                            # background job without job control): Python keeps an ignored SIGINT ignored.
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         end = time.monotonic() + 120
         while len(list(pids.iterdir())) < 2:
