@@ -163,7 +163,7 @@ class SuiteRunner(StoreView):
                 todo.append(n)
         if not todo:
             return
-        ids = {n: "|".join(jobs[n].keys) for n in todo}
+        ids = {n: _claim_id(jobs[n]) for n in todo}
         claimed = self.store.claim_many(list(ids.values()))
         try:
             for n in todo:
@@ -225,6 +225,20 @@ class SuiteRunner(StoreView):
                 restore(self._applied.pop())
 
 
+def _claim_id(job: Job) -> str:
+    """The name a job is claimed by in the store: its cells' keys (the same job in any run claims the same name)."""
+    return "|".join(job.keys)
+
+
+def _after_others(runner: SuiteRunner, jobs: list[Job], positions: list[int]) -> Iterator[tuple[int, list[CellRecord], bool]]:
+    """The jobs at `positions`, which another live process had claimed: waited for, then read from the store (or run
+    here, if that process went away without them)."""
+    for i in positions:
+        recs, cached = runner.run(jobs[i])
+        assert recs is not None
+        yield i, recs, cached
+
+
 def _execute(
     runner: SuiteRunner, jobs: list[Job], executor: str, workers: int, address: str | None, gpus_per_job: float,
     cell_timeout: float | None = None,
@@ -243,17 +257,12 @@ def _execute(
                 else:
                     yield i + k, recs, cached
             i += n
-        for i in deferred:
-            recs, cached = runner.run(jobs[i])
-            assert recs is not None
-            yield i, recs, cached
+        yield from _after_others(runner, jobs, deferred)
         return
     if executor == "process":
         yield from _execute_pool(runner, jobs, workers, cell_timeout)
         return
-    else:
-        source = run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout, runner.threads)
-    for i, recs in source:
+    for i, recs in run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout, runner.threads):
         runner.store_records(recs)
         yield i, recs, False
 
@@ -261,7 +270,7 @@ def _execute(
 def _execute_pool(runner: SuiteRunner, jobs: list[Job], workers: int, cell_timeout: float | None) -> Iterator[tuple[int, list[CellRecord], bool]]:
     """Jobs on a local process pool, longest expected first; a job another live process has claimed
     waits for it at the end (and is then read from the store), as in this process."""
-    ids = ["|".join(job.keys) for job in jobs]
+    ids = [_claim_id(job) for job in jobs]
     claimed = runner.store.claim_many(ids) if jobs else set()
     try:
         mine = [i for i in longest_first(jobs) if ids[i] in claimed]
@@ -275,10 +284,7 @@ def _execute_pool(runner: SuiteRunner, jobs: list[Job], workers: int, cell_timeo
                     yield mine[k], recs, False
     finally:
         runner.store.release_many(sorted(claimed))
-    for i in (i for i in range(len(jobs)) if ids[i] not in claimed):
-        recs, cached = runner.run(jobs[i])
-        assert recs is not None
-        yield i, recs, cached
+    yield from _after_others(runner, jobs, [i for i in range(len(jobs)) if ids[i] not in claimed])
 
 
 def _run_end(summary: RunSummary, jobs: list[Job], results: list[list[CellRecord] | None]) -> dict[str, Any]:
