@@ -33,7 +33,7 @@ def bash_lines(block_text: str) -> list[str]:
 
 def test_ci_runs_the_readme_test_command_read_out_of_the_readme():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert bash_lines(section("Test")) == ["pip install -e '.[test]' && pytest -n auto"]
+    assert bash_lines(section("Test")) == ["pip install -e '.[test]' && pytest -n auto --dist loadfile"]
     # .ci/run takes the command from the README's Test section and runs it; it names no other pytest run of tests/.
     assert "awk '/^## Test/" in ci and 'bash -c "$README_TEST"' in ci
     assert not re.search(r"^\s*python -m pytest\s*$", ci, flags=re.M)

@@ -132,8 +132,8 @@ def test_two_concurrent_runs_share_the_store(tmp_path, reference, executor):
     procs = [cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu", "--executor", executor)
              for _ in range(2)]
     for p in procs:
-        p.communicate(timeout=300)
-        assert p.returncode == 0
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
     rows = count_rows(out)
     after = stored(out)
     assert predictions(after) == predictions(reference)
