@@ -3,6 +3,7 @@
     python tests/benchmarks/busy_machine.py                          # kernel-limits, alone, beside 2 and 4
     python tests/benchmarks/busy_machine.py --rounds 3 --json busy.json
     python tests/benchmarks/busy_machine.py --suite kernel-limits-images --busy 0,4
+    python tests/benchmarks/busy_machine.py --warm --busy 0 --modes policy --rounds 5 --before ../before   # warm, 2 commits
 
 Each measurement is `python -m compbench.cli run --suite S --results <fresh tmp> --quiet --force` in a
 fresh process (cold: every cell trained, every report file written), with K busy processes (`python
@@ -61,12 +62,16 @@ def stop_busy(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
-def run_once(suite: str, mode: str, busy: int, extra: list[str], root: Path = ROOT) -> dict:
-    """One cold run of the command (compbench as checked out at `root`) beside `busy` busy processes; its wall and CPU seconds."""
+def run_once(suite: str, mode: str, busy: int, extra: list[str], root: Path = ROOT, warm: Path | None = None) -> dict:
+    """One run of the command (compbench as checked out at `root`) beside `busy` busy processes; its wall and CPU seconds.
+
+    Cold (`--force` into a fresh directory) unless `warm` names a results directory a run already filled: then
+    the same command again there, every cell cached.
+    """
     flag = [] if mode == "policy" else ["--executor", "local"] if mode == "local" else ["--threads", mode]
     with tempfile.TemporaryDirectory(prefix="compbench-busy-") as tmp:
-        cmd = [sys.executable, "-m", "compbench.cli", "run", "--suite", suite, "--results", str(Path(tmp) / "results"),
-               "--quiet", "--force", *flag, *extra]
+        where = ["--results", str(warm)] if warm else ["--results", str(Path(tmp) / "results"), "--force"]
+        cmd = [sys.executable, "-m", "compbench.cli", "run", "--suite", suite, *where, "--quiet", *flag, *extra]
         procs = start_busy(busy)
         try:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -135,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, metavar="CHECKOUT",
                         help="also run each mode's command from this checkout (e.g. a `git worktree` of the commit before a "
                              "change), interleaved with this one's: before and after in the same rounds")
+    parser.add_argument("--warm", action="store_true",
+                        help="time the warm command instead: each checkout's results directory is filled by one untimed run "
+                             "first, then every measured run finds all its cells cached")
     parser.add_argument("extra", nargs="*", help="further `compbench run` arguments, after --, e.g. -- --executor process")
     args = parser.parse_args(argv)
     loads = [int(k) for k in args.busy.split(",")]
@@ -143,17 +151,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.suite}: {len(modes)} thread modes x busy {loads} x {args.rounds} round(s) on {n} usable cores "
           f"(load average now {os.getloadavg()[0]:.2f})", file=sys.stderr)
     results = []
+    roots = ([args.before.resolve()] if args.before else []) + [ROOT]
+    keep = tempfile.TemporaryDirectory(prefix="compbench-warm-")
+    warm = {root: Path(keep.name) / f"results-{i}" for i, root in enumerate(roots)} if args.warm else {}
+    for root, where in warm.items():  # filled once, untimed; each checkout its own (their stores may differ)
+        subprocess.run([sys.executable, "-m", "compbench.cli", "run", "--suite", args.suite, "--results", str(where), "--quiet",
+                        *args.extra], cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, check=False)
     for rnd in range(args.rounds):
         for k in loads:
             for mode in modes:
                 for root, label in ([(args.before.resolve(), "before")] if args.before else []) + [(ROOT, "")]:
-                    r = run_once(args.suite, mode, k, args.extra, root)
+                    r = run_once(args.suite, mode, k, args.extra, root, warm.get(root))
                     r["round"] = rnd
                     if label:
                         r["mode"] = f"{mode}@{label}"
                     results.append(r)
                     print(f"  round {rnd + 1}, {r['mode']:>6}, {k} busy: {r['wall_s']:.1f} s wall, {r['cpu_s']:.1f} s CPU "
                           f"(exit {r['exit']}; {r['summary'][:90]})", file=sys.stderr, flush=True)
+    keep.cleanup()
     print(table(results, n))
     if args.json:
         args.json.write_text(json.dumps({"suite": args.suite, "cores": n, "extra": args.extra, "results": results}, indent=2))
