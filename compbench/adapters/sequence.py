@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import Field
 
 from compbench.adapters.base import Batch, Fitted
-from compbench.adapters.deep import NetworkAdapter, NetworkParams, seeded_rng
+from compbench.adapters.deep import NetworkAdapter, NetworkParams
 from compbench.adapters.registry import register_adapter
 
 if TYPE_CHECKING:
@@ -258,25 +258,25 @@ class _SequenceAdapter(NetworkAdapter):
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """One network per seed, trained on its own stream of fresh episodes; f₀ (and the eNTK if asked) at init."""
         self._classes = bool(train.n_classes)
-        x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
-        outputs = self._outputs(train)
-        fitted = []
-        for seed in seeds:
-            net = self._init(seed, in_shape, outputs)
-            at_init = self._at_init(net, x_tr, x_ev, y_tr, outputs)
-            options = self._train_options(at_init)
-            with seeded_rng(seed, self.device):
-                result = self._stream_train(net, train, x_tr, y_tr, seed, options["lr"])
-            f = self._fitted(net, result, x_ev, at_init, options["lr"])
-            f.info.update(seeds_stacked=False, seeds_stacked_why=NOT_STACKED_WHY, streamed=train.stream is not None,
-                          episodes_seen=result.steps * self.params.batch_size if train.stream is not None else None,
-                          distinct_episodes=(self.params.pool if self.params.pool is not None
-                                             else result.steps * self.params.batch_size) if train.stream is not None else None,
-                          loss_history=[round(v, 6) for v in result.loss_history])
-            if self.params.theory == "none":
-                f.info["theory_none_why"] = STREAMED_THEORY_WHY if train.stream is not None else "theory: none was asked for"
-            fitted.append(f)
-        return fitted
+        return super().fit_seeds(train, evaluate, seeds)
+
+    def _train_one(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int,
+                   options: dict[str, Any]) -> StreamResult:
+        """Train on the stream of fresh episodes when the task has one, else on the fixed split."""
+        return self._stream_train(net, train, x_tr, y_tr, seed, options["lr"])
+
+    def _seed_fitted(self, net: torch.nn.Module, train: Batch, result: Any, x_ev: torch.Tensor, at_init: Any, lr: float,
+                     x_tr: torch.Tensor) -> Fitted:
+        """The seed's Fitted with what streaming recorded (episodes seen, the loss curve, why no theory)."""
+        f = self._fitted(net, result, x_ev, at_init, lr)
+        f.info.update(seeds_stacked=False, seeds_stacked_why=NOT_STACKED_WHY, streamed=train.stream is not None,
+                      episodes_seen=result.steps * self.params.batch_size if train.stream is not None else None,
+                      distinct_episodes=(self.params.pool if self.params.pool is not None
+                                         else result.steps * self.params.batch_size) if train.stream is not None else None,
+                      loss_history=[round(v, 6) for v in result.loss_history])
+        if self.params.theory == "none":
+            f.info["theory_none_why"] = STREAMED_THEORY_WHY if train.stream is not None else "theory: none was asked for"
+        return f
 
 
 @register_adapter("transformer")
