@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -45,6 +44,8 @@ from compbench.adapters.registry import register_adapter
 
 if TYPE_CHECKING:
     import torch
+
+    from compbench.training.minibatch import MinibatchResult
 
 __all__ = ["BottleneckAdapter", "BottleneckParams", "SequenceParams", "TransformerAdapter", "pack"]
 
@@ -143,19 +144,6 @@ def _modules() -> tuple[type, type]:
     return QueryTransformer, Bottleneck
 
 
-@dataclass
-class StreamResult:
-    """What `NetworkAdapter._fitted` reads of a training run."""
-
-    epochs: int
-    steps: int
-    final_loss: float
-    converged: bool
-    diverged: bool
-    seconds: float
-    loss_history: list[float] = field(default_factory=list)
-
-
 class _SequenceAdapter(NetworkAdapter):
     """Base: sequence inputs (packed with their mask), streamed Adam training, f₀ and optional eNTK per seed."""
 
@@ -192,11 +180,11 @@ class _SequenceAdapter(NetworkAdapter):
     def _ff(self) -> int:
         return self.params.ff or 4 * self.params.d
 
-    def _stream_train(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int, lr: float) -> StreamResult:
+    def _stream_train(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int, lr: float) -> MinibatchResult:
         """Adam on fresh episodes from the stream (each seed its own), or shuffled minibatches of a fixed batch."""
         import torch
 
-        from compbench.training.minibatch import make_optimizer
+        from compbench.training.minibatch import MinibatchResult, make_optimizer
 
         p = self.params
         steps = p.steps if p.steps is not None else p.epochs * max(1, -(-len(x_tr) // p.batch_size))
@@ -250,8 +238,8 @@ class _SequenceAdapter(NetworkAdapter):
                 break
         net.eval()
         final = history[-1] if history else float("nan")
-        return StreamResult(epochs=0, steps=done, final_loss=final, converged=False, diverged=diverged,
-                            seconds=time.perf_counter() - t0, loss_history=history)
+        return MinibatchResult(epochs=0, steps=done, final_loss=final, converged=False, diverged=diverged,
+                               seconds=time.perf_counter() - t0, loss_history=history)
 
     _classes = False
 
@@ -261,7 +249,7 @@ class _SequenceAdapter(NetworkAdapter):
         return super().fit_seeds(train, evaluate, seeds)
 
     def _train_one(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int,
-                   options: dict[str, Any]) -> StreamResult:
+                   options: dict[str, Any]) -> MinibatchResult:
         """Train on the stream of fresh episodes when the task has one, else on the fixed split."""
         return self._stream_train(net, train, x_tr, y_tr, seed, options["lr"])
 
