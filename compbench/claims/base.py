@@ -174,6 +174,14 @@ def by_member(records: list[Record]) -> dict[str, list[Record]]:
     return dict(out)
 
 
+def usable(claim: Claim, expectation: str, subject: Subject, needs: tuple[str, ...] = ()) -> tuple[Verdict | None, list[Record]]:
+    """(None, the subject's ok records), or (a failed verdict saying why no verdict can be reached (`unusable`), [])."""
+    why = unusable(subject.records, needs)
+    if why:
+        return failed(expectation, claim.name, subject, why), []
+    return None, [r for r in subject.records if r.ok]
+
+
 def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:
     """Why these records cannot support a verdict (failed cells, none finished, a metric missing), or None."""
     records = as_records(records)
