@@ -43,6 +43,13 @@ def require_subclass(kind: str, name: str, obj: object, base: type, public: str)
     return obj
 
 
+def named_instance(cls: Callable[[], T], name: str) -> T:
+    """The one instance of a kind whose entries are instances (claims, report writers), named as registered."""
+    instance = cls()
+    instance.name = name  # type: ignore[attr-defined]  # the instance's, not the class's: a class registered twice keeps each name
+    return instance
+
+
 def source_of(obj: object) -> str:
     """Where an object comes from, for messages: 'module.qualname (file)' or 'entry point ...'."""
     origin = getattr(obj, "__compbench_origin__", None)

@@ -174,7 +174,8 @@ def choose(request: RunRequest) -> Selection:
     from compbench.report.run_config import config_of
     from compbench.runner.executors import check_cell_timeout
     from compbench.suite import load_suite, matches, unmatched_tasks
-    from compbench.suite.load import LoadedSuite, no_model_message
+    from compbench.suite.edit import no_model_message
+    from compbench.suite.load import LoadedSuite
 
     loaded = request.suite.copy() if isinstance(request.suite, LoadedSuite) else load_suite(request.suite, request.profile)
     items = list(request.models or ())

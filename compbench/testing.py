@@ -96,10 +96,6 @@ def _params(cls: type[Adapter], params: dict[str, Any] | AdapterParams | None, r
         return None
 
 
-def _fit(cls: type[Adapter], params: AdapterParams, enc: Any, seeds: list[int], device: str) -> Any:
-    return cls(params, device=device).fit_seeds(enc.train, enc.evaluate, list(seeds))
-
-
 def _check_on(cls: type[Adapter], params: AdapterParams, where: str, enc: Any, report: ConformanceReport, device: str) -> None:
     """Every contract check of one adapter on one encoded task."""
     from compbench.theory.predict import theory_predictions

@@ -305,10 +305,8 @@ class NetworkAdapter(Adapter):
             )
         return train.regression_targets()
 
-    def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
-        """Training inputs, evaluation inputs (float32), training targets (`_targets`; on the device) and the input shape."""
-        import torch
-
+    def _check_inputs(self, train: Batch, evaluate: Batch) -> None:
+        """Refuse inputs of a kind the adapter does not declare (a subclass may accept any sample shape)."""
         # The inputs the adapter declares are the ones it gets (validate refuses other tasks): a subclass
         # for vectors (`inputs = ("vector",)`) builds on (d,), one for images on (channels, H, W).
         kind = _INPUT_KINDS.get(train.x.ndim)
@@ -317,6 +315,12 @@ class NetworkAdapter(Adapter):
             hint = "use an image encoding such as `encoding: {name: digits}`" if "image" in self.inputs else \
                 "use a vector encoding such as `encoding: onehot`"
             raise ValueError(f"adapter {self.name!r} needs {wanted}, got shape {train.x.shape}; {hint}")
+
+    def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
+        """Training inputs, evaluation inputs (float32), training targets (`_targets`; on the device) and the input shape."""
+        import torch
+
+        self._check_inputs(train, evaluate)
         x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
         x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
         targets = self._targets(train)
@@ -482,8 +486,6 @@ class NetworkAdapter(Adapter):
 
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """Train one network per seed; predictions, f_0 and the empirical NTK at init per seed."""
-        from compbench.training.minibatch import train_minibatch
-
         x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
         outputs = self._outputs(train)
         fitted = []
@@ -492,9 +494,21 @@ class NetworkAdapter(Adapter):
             at_init = self._at_init(net, x_tr, x_ev, y_tr, outputs)
             options = self._train_options(at_init)
             with seeded_rng(seed, self.device):
-                result = train_minibatch(net, x_tr, y_tr, seed=seed, **options)
-            fitted.append(self._fitted(net, result, x_ev, at_init, options["lr"], x_tr))
+                result = self._train_one(net, train, x_tr, y_tr, seed, options)
+            fitted.append(self._seed_fitted(net, train, result, x_ev, at_init, options["lr"], x_tr))
         return fitted
+
+    def _train_one(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int,
+                   options: dict[str, Any]) -> Any:
+        """Train one seed's network (the per-seed loop's one step a subclass may replace, e.g. on a stream)."""
+        from compbench.training.minibatch import train_minibatch
+
+        return train_minibatch(net, x_tr, y_tr, seed=seed, **options)
+
+    def _seed_fitted(self, net: torch.nn.Module, train: Batch, result: Any, x_ev: torch.Tensor, at_init: AtInit,
+                     lr: float, x_tr: torch.Tensor) -> Fitted:
+        """One trained seed's Fitted (`_fitted`); a subclass adds what its training records."""
+        return self._fitted(net, result, x_ev, at_init, lr, x_tr)
 
     def _trained_theory(self, at_init: AtInit, lr: float, steps: int) -> None:
         """The seed's theory at the steps it trained: the linearised network after `steps` full-batch SGD steps."""

@@ -22,7 +22,6 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import numpy as np
 from pydantic import Field
 
 from compbench.adapters.base import Batch, Fitted
@@ -115,20 +114,12 @@ class ModuleAdapter(NetworkAdapter):
             f.info.update(seeds_stacked=not why, **({"seeds_stacked_why": why} if why else {}))
         return fitted
 
-    def _tensors(self, train: Batch, evaluate: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, tuple[int, ...]]:
-        """Inputs of any sample shape as float32 tensors, the targets, and one sample's shape."""
-        import torch
-
+    def _check_inputs(self, train: Batch, evaluate: Batch) -> None:
+        """Inputs of any sample shape, the same in training and evaluation."""
         if train.x.ndim < 2:
             raise ValueError(f"inputs must have a sample axis and features, got shape {train.x.shape}")
         if evaluate.x.shape[1:] != train.x.shape[1:]:
             raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
-        x_tr = torch.as_tensor(np.ascontiguousarray(train.x), dtype=torch.float32, device=self.device)
-        x_ev = torch.as_tensor(np.ascontiguousarray(evaluate.x), dtype=torch.float32, device=self.device)
-        targets = self._targets(train)
-        dtype = torch.long if targets.dtype.kind in "iu" else torch.float32
-        y_tr = torch.as_tensor(targets, dtype=dtype, device=self.device)
-        return x_tr, x_ev, y_tr, tuple(int(s) for s in train.x.shape[1:])
 
 
 def _label(factory: Callable[..., Any]) -> str:

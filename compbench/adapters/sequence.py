@@ -33,18 +33,19 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import Field
 
 from compbench.adapters.base import Batch, Fitted
-from compbench.adapters.deep import NetworkAdapter, NetworkParams, seeded_rng
+from compbench.adapters.deep import NetworkAdapter, NetworkParams
 from compbench.adapters.registry import register_adapter
 
 if TYPE_CHECKING:
     import torch
+
+    from compbench.training.minibatch import MinibatchResult
 
 __all__ = ["BottleneckAdapter", "BottleneckParams", "SequenceParams", "TransformerAdapter", "pack"]
 
@@ -143,19 +144,6 @@ def _modules() -> tuple[type, type]:
     return QueryTransformer, Bottleneck
 
 
-@dataclass
-class StreamResult:
-    """What `NetworkAdapter._fitted` reads of a training run."""
-
-    epochs: int
-    steps: int
-    final_loss: float
-    converged: bool
-    diverged: bool
-    seconds: float
-    loss_history: list[float] = field(default_factory=list)
-
-
 class _SequenceAdapter(NetworkAdapter):
     """Base: sequence inputs (packed with their mask), streamed Adam training, f₀ and optional eNTK per seed."""
 
@@ -192,11 +180,11 @@ class _SequenceAdapter(NetworkAdapter):
     def _ff(self) -> int:
         return self.params.ff or 4 * self.params.d
 
-    def _stream_train(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int, lr: float) -> StreamResult:
+    def _stream_train(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int, lr: float) -> MinibatchResult:
         """Adam on fresh episodes from the stream (each seed its own), or shuffled minibatches of a fixed batch."""
         import torch
 
-        from compbench.training.minibatch import make_optimizer
+        from compbench.training.minibatch import MinibatchResult, make_optimizer
 
         p = self.params
         steps = p.steps if p.steps is not None else p.epochs * max(1, -(-len(x_tr) // p.batch_size))
@@ -250,33 +238,33 @@ class _SequenceAdapter(NetworkAdapter):
                 break
         net.eval()
         final = history[-1] if history else float("nan")
-        return StreamResult(epochs=0, steps=done, final_loss=final, converged=False, diverged=diverged,
-                            seconds=time.perf_counter() - t0, loss_history=history)
+        return MinibatchResult(epochs=0, steps=done, final_loss=final, converged=False, diverged=diverged,
+                               seconds=time.perf_counter() - t0, loss_history=history)
 
     _classes = False
 
     def fit_seeds(self, train: Batch, evaluate: Batch, seeds: list[int]) -> list[Fitted]:
         """One network per seed, trained on its own stream of fresh episodes; f₀ (and the eNTK if asked) at init."""
         self._classes = bool(train.n_classes)
-        x_tr, x_ev, y_tr, in_shape = self._tensors(train, evaluate)
-        outputs = self._outputs(train)
-        fitted = []
-        for seed in seeds:
-            net = self._init(seed, in_shape, outputs)
-            at_init = self._at_init(net, x_tr, x_ev, y_tr, outputs)
-            options = self._train_options(at_init)
-            with seeded_rng(seed, self.device):
-                result = self._stream_train(net, train, x_tr, y_tr, seed, options["lr"])
-            f = self._fitted(net, result, x_ev, at_init, options["lr"])
-            f.info.update(seeds_stacked=False, seeds_stacked_why=NOT_STACKED_WHY, streamed=train.stream is not None,
-                          episodes_seen=result.steps * self.params.batch_size if train.stream is not None else None,
-                          distinct_episodes=(self.params.pool if self.params.pool is not None
-                                             else result.steps * self.params.batch_size) if train.stream is not None else None,
-                          loss_history=[round(v, 6) for v in result.loss_history])
-            if self.params.theory == "none":
-                f.info["theory_none_why"] = STREAMED_THEORY_WHY if train.stream is not None else "theory: none was asked for"
-            fitted.append(f)
-        return fitted
+        return super().fit_seeds(train, evaluate, seeds)
+
+    def _train_one(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int,
+                   options: dict[str, Any]) -> MinibatchResult:
+        """Train on the stream of fresh episodes when the task has one, else on the fixed split."""
+        return self._stream_train(net, train, x_tr, y_tr, seed, options["lr"])
+
+    def _seed_fitted(self, net: torch.nn.Module, train: Batch, result: Any, x_ev: torch.Tensor, at_init: Any, lr: float,
+                     x_tr: torch.Tensor) -> Fitted:
+        """The seed's Fitted with what streaming recorded (episodes seen, the loss curve, why no theory)."""
+        f = self._fitted(net, result, x_ev, at_init, lr)
+        f.info.update(seeds_stacked=False, seeds_stacked_why=NOT_STACKED_WHY, streamed=train.stream is not None,
+                      episodes_seen=result.steps * self.params.batch_size if train.stream is not None else None,
+                      distinct_episodes=(self.params.pool if self.params.pool is not None
+                                         else result.steps * self.params.batch_size) if train.stream is not None else None,
+                      loss_history=[round(v, 6) for v in result.loss_history])
+        if self.params.theory == "none":
+            f.info["theory_none_why"] = STREAMED_THEORY_WHY if train.stream is not None else "theory: none was asked for"
+        return f
 
 
 @register_adapter("transformer")

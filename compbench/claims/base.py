@@ -13,7 +13,7 @@ from pydantic import Field
 from compbench.records import TASK_KINDS, CellRecord, as_records
 from compbench.scoring.metric_facts import NA_UNJUDGEABLE
 from compbench.params import StrictParams
-from compbench.registry import PluginError, Registry, UnknownNameError, require_subclass
+from compbench.registry import PluginError, Registry, named_instance, require_subclass
 
 ENTRY_POINT_GROUP = "compbench.claims"
 Record = CellRecord  # claims judge typed records (a read-only mapping view keeps schema-1 plugins working)
@@ -125,9 +125,7 @@ def _check_claim(name: str, obj: object) -> Claim:
     bad = set(obj.kinds) - set(TASK_KINDS)
     if bad:
         raise PluginError(f"claim {name!r}: kinds may name {', '.join(TASK_KINDS)}, got {sorted(bad)}")
-    instance = obj()
-    instance.name = name  # the instance's, not the class's: a class registered twice keeps each name
-    return instance
+    return named_instance(obj, name)
 
 
 CLAIMS: Registry[Claim] = Registry("claim", ENTRY_POINT_GROUP, _check_claim)
@@ -174,6 +172,14 @@ def by_member(records: list[Record]) -> dict[str, list[Record]]:
     for r in records:
         out[r.model].append(r)
     return dict(out)
+
+
+def usable(claim: Claim, expectation: str, subject: Subject, needs: tuple[str, ...] = ()) -> tuple[Verdict | None, list[Record]]:
+    """(None, the subject's ok records), or (a failed verdict saying why no verdict can be reached (`unusable`), [])."""
+    why = unusable(subject.records, needs)
+    if why:
+        return failed(expectation, claim.name, subject, why), []
+    return None, [r for r in subject.records if r.ok]
 
 
 def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:

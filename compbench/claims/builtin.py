@@ -20,6 +20,7 @@ from compbench.claims.base import (
     mean_of,
     register_claim,
     unusable,
+    usable,
 )
 from compbench.records import as_records
 from compbench.scoring.metric_facts import METRICS, PER_FACTOR, SEED_STATISTICS, theory_partner
@@ -39,10 +40,9 @@ class MatchesKernel(Claim):
     default_tolerance = 0.05
 
     def judge(self, params: MatchesKernelParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, ("theory_r2", "theory_max_abs_diff"))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        refused, ok = usable(self, expectation, subject, ("theory_r2", "theory_max_abs_diff"))
+        if refused:
+            return refused
         tol = self.tolerance(params)
         worst_diff = max(float(r.metrics["theory_max_abs_diff"]) for r in ok)
         # An R² against a constant theory is 0 or 1 by convention (metric_facts.r2_not_applicable): where the
@@ -67,10 +67,9 @@ class Additive(Claim):
     default_tolerance = 0.05
 
     def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, ("additivity",))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        refused, ok = usable(self, expectation, subject, ("additivity",))
+        if refused:
+            return refused
         tol = self.tolerance(params)
         val = min(mean_of(rs, "additivity") for rs in by_member(ok).values())
         return Verdict(expectation, self.name, subject.name, subject.task, val, f"≥ {1 - tol:g}", val >= 1 - tol,
@@ -85,10 +84,9 @@ class AtChance(Claim):
     default_tolerance = 0.15
 
     def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, ("heldout_acc",))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        refused, ok = usable(self, expectation, subject, ("heldout_acc",))
+        if refused:
+            return refused
         tol = self.tolerance(params)
         accs = [mean_of(rs, "heldout_acc") for rs in by_member(ok).values()]
         val = max(accs, key=lambda a: abs(a - 0.5))
@@ -106,9 +104,9 @@ class BeatsKernel(Claim):
         ok0 = [r for r in subject.records if r.ok]
         metric = "heldout_acc" if ok0 and ok0[0].kind in ("classification", "multiclass") else "heldout_r2"
         partner = theory_partner(metric) or ""
-        why = unusable(subject.records, (metric, partner))
-        if why:
-            return failed(expectation, self.name, subject, why)
+        refused, _ = usable(self, expectation, subject, (metric, partner))
+        if refused:
+            return refused
         tol = self.tolerance(params)
         val = min(mean_of(rs, metric) - mean_of(rs, partner) for rs in by_member(ok0).values())
         return Verdict(expectation, self.name, subject.name, subject.task, val, f"{metric} − {partner} ≥ {tol:g}", val >= tol,
@@ -132,10 +130,9 @@ class SlopeBelowOne(Claim):
     default_tolerance = 0.05
 
     def judge(self, params: SlopeParams, expectation: str, subject: Subject) -> Verdict:
-        why = unusable(subject.records, ("slope", "corr"))
-        if why:
-            return failed(expectation, self.name, subject, why)
-        ok = [r for r in subject.records if r.ok]
+        refused, ok = usable(self, expectation, subject, ("slope", "corr"))
+        if refused:
+            return refused
         tol = self.tolerance(params)
         members = by_member(ok).values()
         slopes = [mean_of(rs, "slope") for rs in members]
@@ -164,10 +161,9 @@ def _per_member(claim: Claim, expectation: str, subject: Subject, *metrics: str)
     """
     from compbench.scoring.seed_spread import seed_statistic
 
-    why = unusable(subject.records, tuple(m for m in metrics if m not in SEED_STATISTICS))
-    if why:
-        return failed(expectation, claim.name, subject, why), [], []
-    ok = [r for r in subject.records if r.ok]
+    refused, ok = usable(claim, expectation, subject, tuple(m for m in metrics if m not in SEED_STATISTICS))
+    if refused:
+        return refused, [], []
     values = []
     for member, rs in by_member(ok).items():
         row = []

@@ -18,7 +18,7 @@ import numpy as np
 
 from compbench.records import CellRecord
 from compbench.files import write_atomic
-from compbench.registry import PluginError, Registry, require_subclass
+from compbench.registry import PluginError, Registry, named_instance, require_subclass
 from compbench.report.escape import csv_text
 
 ENTRY_POINT_GROUP = "compbench.reporters"
@@ -103,9 +103,7 @@ def _check_reporter(name: str, obj: object) -> Reporter:
     obj = require_subclass("report writer", name, obj, Reporter, "compbench.report.Reporter")
     if obj.write is Reporter.write:
         raise PluginError(f"report writer {name!r} does not implement write(ctx)")
-    instance = obj()
-    instance.name = name  # the instance's, not the class's: a class registered twice keeps each name
-    return instance
+    return named_instance(obj, name)
 
 
 REPORTERS: Registry[Reporter] = Registry("report writer", ENTRY_POINT_GROUP, _check_reporter)

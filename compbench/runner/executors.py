@@ -125,12 +125,6 @@ def _run_in_ray(tasks: dict[str, PreparedTask], threads: ThreadPlan, *args: Any)
     return _run_in_worker(*args)
 
 
-def run_local(jobs: list[Job], device: str) -> Iterator[tuple[int, list[CellRecord]]]:
-    """Run jobs one after another in this process."""
-    for i, job in enumerate(jobs):
-        yield i, run_job(job, device)
-
-
 def _worker_main(conn: Connection, tasks: dict[str, PreparedTask], device: str, threads: ThreadPlan | None = None,
                  parent: int | None = None, inherited: tuple[Connection, ...] = ()) -> None:
     """A pool worker: run the jobs sent over `conn` in order, sending back each job's records as it ends.

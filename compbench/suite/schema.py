@@ -51,6 +51,16 @@ def _finite(v: float, what: str) -> float:
     return v
 
 
+def _spaced(v: tuple[float, float, int], form: str, one_sign: bool = False) -> tuple[float, float, int]:
+    """A sweep's [start, stop, num]: finite ends (non-zero and of one sign with `one_sign`), a count ≥ 1."""
+    a, b = _finite(v[0], f"{form} start"), _finite(v[1], f"{form} stop")
+    if one_sign and (a == 0 or b == 0 or (a < 0) != (b < 0)):
+        raise ValueError(f"{form} ends must be non-zero and of one sign, got {a:g} and {b:g}")
+    if v[2] < 1:
+        raise ValueError(f"{form} needs a count ≥ 1, got {v[2]}")
+    return v
+
+
 class Linspace(_Strict):
     """`{linspace: [start, stop, num]}`: evenly spaced sweep values (numpy.linspace)."""
 
@@ -59,11 +69,7 @@ class Linspace(_Strict):
     @field_validator("linspace")
     @classmethod
     def _check(cls, v: tuple[float, float, int]) -> tuple[float, float, int]:
-        _finite(v[0], "linspace start")
-        _finite(v[1], "linspace stop")
-        if v[2] < 1:
-            raise ValueError(f"linspace needs a count ≥ 1, got {v[2]}")
-        return v
+        return _spaced(v, "linspace")
 
 
 class Geomspace(_Strict):
@@ -74,12 +80,7 @@ class Geomspace(_Strict):
     @field_validator("geomspace")
     @classmethod
     def _check(cls, v: tuple[float, float, int]) -> tuple[float, float, int]:
-        a, b = _finite(v[0], "geomspace start"), _finite(v[1], "geomspace stop")
-        if a == 0 or b == 0 or (a < 0) != (b < 0):
-            raise ValueError(f"geomspace ends must be non-zero and of one sign, got {a:g} and {b:g}")
-        if v[2] < 1:
-            raise ValueError(f"geomspace needs a count ≥ 1, got {v[2]}")
-        return v
+        return _spaced(v, "geomspace", one_sign=True)
 
 
 def _sweep_kind(v: Any) -> str | None:
