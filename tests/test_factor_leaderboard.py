@@ -13,7 +13,7 @@ from compbench.records import CellError, CellRecord, Status
 from compbench.report.html import table_html
 from compbench.report.tables import factor_columns, factor_tables, leaderboard_frame
 from compbench.report.terminal import print_leaderboard
-from compbench.scoring.metric_facts import per_factor_groups
+from compbench.records.metric_facts import per_factor_groups
 
 TASKS = ["random", "composition", "plain"]
 

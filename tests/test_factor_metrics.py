@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compbench.scoring.metric_facts import (
+from compbench.records.metric_facts import (
     METRICS,
     direction_of,
     metric_allowed,

@@ -12,7 +12,7 @@ import pytest
 from tiny_suites import SPRITES
 
 from compbench.adapters.base import Fitted, check_fitted
-from compbench.scoring.metric_facts import NA_RULES, NA_UNJUDGEABLE, probe_not_applicable, similarity_not_applicable
+from compbench.records.metric_facts import NA_RULES, NA_UNJUDGEABLE, probe_not_applicable, similarity_not_applicable
 from compbench.scoring.metrics import representation_metrics
 from compbench.theory.probe import linear_probe
 from compbench.theory.similarity import nearest_similarity, output_trace

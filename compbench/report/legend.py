@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from compbench.report.tables import Table, ceiling_models, leaderboard_cells, metric_header
-from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
+from compbench.records.metric_facts import METRICS, chance_level, score_metric
 
 
 def run_date(out_dir: Path) -> str:

@@ -39,7 +39,7 @@ MARKERS = "os^DvP*Xph<>"
 MANIFEST = "manifest.json"
 
 from compbench.records import CellRecord as Record, as_records  # noqa: E402
-from compbench.scoring.metric_facts import per_factor_groups  # noqa: E402
+from compbench.records.metric_facts import per_factor_groups  # noqa: E402
 
 
 def _plt():  # type: ignore[no-untyped-def]

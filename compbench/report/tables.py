@@ -20,7 +20,7 @@ from compbench.records import BIG_SWEEP, CellRecord, as_records, big_groups
 from compbench.report.escape import md_cell, md_text
 from compbench.claims.base import needs_text
 from compbench.scoring.expectations import Verdict
-from compbench.scoring.metric_facts import METRICS, PER_FACTOR, chance_level, per_factor_groups, score_metric
+from compbench.records.metric_facts import METRICS, PER_FACTOR, chance_level, per_factor_groups, score_metric
 
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
 BEATS_KERNEL = "†"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from compbench.report.tables import CellStats, Table, ceiling_models, cell_errors, factor_tables, leaderboard_cells, metric_header
-from compbench.scoring.metric_facts import score_metric
+from compbench.records.metric_facts import score_metric
 
 
 def one_line(text: str) -> str:
@@ -140,7 +140,7 @@ def print_report_end(out_dir: Path, loaded: Any, records: list[CellRecord], verd
 def print_fit_warnings(loaded: Any, records: list[CellRecord], out: TextIO | None = None) -> int:
     """Warn (stderr) about each model and task whose training score misses its fit threshold; how many did."""
     from compbench.report.tables import FIT_NOTE
-    from compbench.scoring.metric_facts import fit_lines, fit_warnings
+    from compbench.records.metric_facts import fit_lines, fit_warnings
 
     found = fit_warnings(as_records(records), loaded.suite.fit_threshold)
     out = out or sys.stderr

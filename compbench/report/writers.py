@@ -77,7 +77,7 @@ class ReportContext:
     @cached_property
     def fit_warnings(self) -> list[str]:
         """One line per model and task whose training score misses its fit threshold (metric_facts.fit_warnings)."""
-        from compbench.scoring.metric_facts import fit_lines, fit_warnings
+        from compbench.records.metric_facts import fit_lines, fit_warnings
 
         return fit_lines(fit_warnings(self.records, self.loaded.suite.fit_threshold))
 
