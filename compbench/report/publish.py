@@ -16,7 +16,8 @@ from compbench.records import CellRecord, as_records
 from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
 from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
-from compbench.scoring.expectations import Verdict, evaluate_expectations
+from compbench.claims import Verdict
+from compbench.outcome.expectations import evaluate_expectations
 from compbench.outcome import SUMMARY_FILE
 from compbench.report.run_config import CONFIG_KEYS, RunConfig
 from compbench.suite import LoadedSuite

@@ -19,7 +19,7 @@ from compbench import __version__
 from compbench.records import BIG_SWEEP, CellRecord, as_records, big_groups
 from compbench.report.escape import md_cell, md_text
 from compbench.claims.base import needs_text
-from compbench.scoring.expectations import Verdict
+from compbench.claims import Verdict
 from compbench.records.metric_facts import METRICS, PER_FACTOR, chance_level, per_factor_groups, score_metric
 
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
