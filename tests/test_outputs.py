@@ -301,7 +301,7 @@ def test_function_valued_r2_is_against_each_cells_own_variance():
 def test_split_scores_plot_draws_networks_as_bars_and_the_ceiling_as_a_line():
     from matplotlib.collections import LineCollection
 
-    from compbench.report.plots import split_scores
+    from compbench.report.figures import split_scores
 
     def rec(model: str, task: str, seed: int, value: float) -> dict:
         return {"model": model, "group": model, "task": task, "seed": seed, "status": "ok", "heldout_r2": value}

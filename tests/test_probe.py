@@ -165,7 +165,9 @@ def test_rescoring_keeps_the_representation_diagnostics(sprites):
 
 
 def test_the_similarity_plot_draws_each_held_out_cell_error_against_its_similarity(sprites):
-    from compbench.report.plots import _figures, cell_errors, model_colors, similarity_scatter
+    from compbench.report.figures import cell_errors, similarity_scatter
+    from compbench.report.plot_style import model_colors
+    from compbench.report.plots import _figures
 
     records, task, loaded = sprites
     data, recs = task.data, list(records.values())

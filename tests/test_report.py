@@ -17,7 +17,7 @@ import pytest
 
 from compbench.cli import main
 from compbench.report import publish
-from compbench.report.plots import cd_blocks, grid_heatmaps, sweep_curves, theory_scatter
+from compbench.report.figures import cd_blocks, grid_heatmaps, sweep_curves, theory_scatter
 from compbench.report.tables import leaderboard
 from compbench.scoring.metrics import cell_metrics
 from compbench.suite import parse_suite

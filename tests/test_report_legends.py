@@ -17,7 +17,8 @@ import pytest
 from compbench.report import publish
 from compbench.report.html import sort_value
 from compbench.report.legend import git_commit, run_date
-from compbench.report.tables import leaderboard, near_chance, theory_table
+from compbench.report.statistics import near_chance
+from compbench.report.tables import leaderboard, theory_table
 from compbench.report.terminal import print_files, print_leaderboard
 from compbench.scoring.metrics import cell_metrics
 from compbench.suite import parse_suite

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from compbench.report.tables import CellStats, Table, ceiling_models, cell_errors, factor_tables, leaderboard_cells, metric_header
+from compbench.report.statistics import CellStats, ceiling_models, leaderboard_cells
+from compbench.report.tables import Table, cell_errors, factor_tables, metric_header
 from compbench.records.metric_facts import score_metric
 
 

@@ -8,6 +8,7 @@ the same model code but scored by other scoring code is rescored when it is read
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,15 +21,21 @@ DECIMALS = 10  # predictions are stored, and scored, rounded to this many decima
 SCORING_ENTRY = "compbench.scoring.score"
 
 
-@functools.lru_cache(maxsize=None)
-def scoring_version() -> str:
-    """Hash of the code that scores stored outputs: this module and every compbench module it imports."""
-    from compbench.codehash import NOT_RESULT_CODE, _source_hash, code_closure
+def scoring_code_files() -> tuple[Path, ...]:
+    """The compbench source files that score stored outputs: this module and every compbench module it imports."""
+    from compbench.codehash import NOT_RESULT_CODE, code_closure
 
     # The metric facts' n/a rules decide what a cell's score says, so the walk enters records/ (where
     # they live) although records/ produces no prediction.
-    outside = tuple(n for n in NOT_RESULT_CODE if n != "compbench.records")
-    return _source_hash(tuple(str(p) for p in code_closure(SCORING_ENTRY, outside)))
+    return code_closure(SCORING_ENTRY, tuple(n for n in NOT_RESULT_CODE if n != "compbench.records"))
+
+
+@functools.lru_cache(maxsize=None)
+def scoring_version() -> str:
+    """Hash of the code that scores stored outputs (`scoring_code_files`)."""
+    from compbench.codehash import _source_hash
+
+    return _source_hash(tuple(str(p) for p in scoring_code_files()))
 
 
 def per_cell(values: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarray:

@@ -57,7 +57,7 @@ def run_means(directory: Path, runs: list[Any]) -> dict[str, dict[tuple[str, str
 
 def history_plots(directory: Path, runs: list[Any]) -> list[HistoryPlot]:
     """One plot per held-out metric of the runs' records (runs oldest first; callers pass ≥ 2)."""
-    from compbench.report.plots import _plt, model_colors
+    from compbench.report.plot_style import _plt, model_colors
     from compbench.records.metric_facts import METRICS
 
     plt = _plt()
