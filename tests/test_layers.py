@@ -187,6 +187,18 @@ def test_scoring_is_the_numbers_of_one_cell():
     assert "compbench.outcome.expectations" in modules()
 
 
+def test_the_report_shows_the_verdicts_it_is_given_and_judges_none():
+    # publish() judged the expectations itself when not handed the outcome's verdicts: a second judging path
+    judging = {"evaluate_expectations", "judge", "stored_outcome", "whole_outcome"}
+    found = {(f.name, node.lineno) for f in (PACKAGE / "report").glob("*.py") if f.name != "publish.py"
+             for node in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Name) and node.id in judging}
+    assert found == set()
+    publish = (PACKAGE / "report" / "publish.py").read_text(encoding="utf-8")
+    # publish_run and rebuild take the verdicts of the outcome they are handed or read (stored_outcome, whole_outcome)
+    assert "evaluate_expectations" not in publish
+
+
 def test_an_edit_of_a_metric_fact_rescores():
     # the facts' n/a rules decide what a stored cell's score says: they are part of the scoring code's hash
     from compbench.scoring.score import scoring_code_files

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 
+from compbench.outcome.expectations import evaluate_expectations
 from compbench.report import publish
 from compbench.report.html import sort_value
 from compbench.report.legend import git_commit, run_date
@@ -83,7 +84,8 @@ def records():
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("legends")
     loaded = parse_suite(SUITE, "legends.yaml")
-    verdicts, paths = publish(out, loaded, records(), {"device": "cpu", "wall_time": 2.0}, formats=("md", "html"))
+    verdicts = evaluate_expectations(loaded.suite.expectations, records(), loaded.tags)
+    publish(out, loaded, records(), {"device": "cpu", "wall_time": 2.0}, verdicts=verdicts, formats=("md", "html"))
     return out, loaded, verdicts
 
 
