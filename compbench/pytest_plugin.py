@@ -206,7 +206,7 @@ class CellItem(pytest.Item):
         self.members = members
 
     def runtest(self) -> None:
-        from compbench.scoring.expectations import evaluate_expectations
+        from compbench.outcome.expectations import evaluate_expectations
 
         parent: SuiteFile = self.parent  # type: ignore[assignment]
         start = time.perf_counter()
@@ -257,7 +257,7 @@ class ExpectationItem(CellItem):
         self.index = index
 
     def runtest(self) -> None:
-        from compbench.scoring.expectations import evaluate_expectations
+        from compbench.outcome.expectations import evaluate_expectations
         from compbench.suite import matches_model
 
         parent: SuiteFile = self.parent  # type: ignore[assignment]

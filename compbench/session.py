@@ -256,7 +256,7 @@ def _gate(out_dir: Path, loaded: LoadedSuite, *, report: bool) -> None:
 
 def run(plan: Plan) -> RunResult:
     """Run the plan's jobs not already stored (Ctrl-C keeps what finished), and judge what ran."""
-    from compbench.outcome import outcome_of_run
+    from compbench.outcome import outcome_of_run, record_verdicts
     from compbench.runner import run as runner
 
     r = plan.request
@@ -271,7 +271,7 @@ def run(plan: Plan) -> RunResult:
     outcome = outcome_of_run(plan.suite, summary, profile=r.profile, partial=summary.partial)
     for note in plan.notes:
         outcome.notes.append(note)
-    runner.record_verdicts(plan.out_dir, summary, outcome.verdicts)
+    record_verdicts(plan.out_dir, summary.run_id, outcome.verdicts)
     # As the command line selects it: a reference as given (file.py:Name), an object by its name.
     given = [x for item in r.models or () for x in ([item] if isinstance(item, str) else _patterns([item], {}))] \
         if plan.model_patterns else []

@@ -255,7 +255,7 @@ def check_task_family(name_or_builder: str | Callable[..., Any], params: dict[st
 
 def _claim_records(kind: str, status: str, seeds: int = 3) -> list[CellRecord]:
     """Synthetic records of one model on one task: every metric of the task kind set to a typical value."""
-    from compbench.scoring.metric_facts import metrics_for
+    from compbench.records.metric_facts import metrics_for
 
     out = []
     for seed in range(seeds):

@@ -19,7 +19,8 @@ from compbench import __version__
 from compbench.adapters import Adapter, AdapterParams, register_adapter
 from compbench.cli import main
 from compbench.records import CellError, CellRecord, Status
-from compbench.report.tables import above_chance, leaderboard, leaderboard_cells
+from compbench.report.statistics import above_chance, leaderboard_cells
+from compbench.report.tables import leaderboard
 from compbench.report.terminal import print_leaderboard
 from compbench.runner.progress import NETWORK_COST, Progress, job_cost, weighted_eta
 from tiny_suites import kernel_suite

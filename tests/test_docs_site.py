@@ -99,9 +99,9 @@ def test_output_files_reference_names_every_column():
     from compbench.claims import Verdict
     from compbench.records.cell import _FLAT_FIELDS
     publish = importlib.import_module("compbench.report.publish")  # the module: compbench.report re-exports the function
-    from compbench.report.tables import CellStats, TheoryStats
+    from compbench.report.statistics import CellStats, TheoryStats
     from compbench.report.writers import PREDICTION_COLUMNS
-    from compbench.scoring.metric_facts import METRICS, PER_FACTOR
+    from compbench.records.metric_facts import METRICS, PER_FACTOR
 
     page = (DOCS / "reference" / "output-files.md").read_text(encoding="utf-8")
     # summary.json's keys: the tuple publish() keeps (a local of that function), read from its source.

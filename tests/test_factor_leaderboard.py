@@ -13,7 +13,7 @@ from compbench.records import CellError, CellRecord, Status
 from compbench.report.html import table_html
 from compbench.report.tables import factor_columns, factor_tables, leaderboard_frame
 from compbench.report.terminal import print_leaderboard
-from compbench.scoring.metric_facts import per_factor_groups
+from compbench.records.metric_facts import per_factor_groups
 
 TASKS = ["random", "composition", "plain"]
 
@@ -111,7 +111,7 @@ def test_leaderboard_csv_gains_the_per_factor_columns():
 def test_a_suite_without_factors_changes_nothing():
     plain = [rec("cnn", "plain", 0, score=0.5)]
     assert factor_tables(plain, ["plain"]) == [] and factor_columns(plain) == ([], [])
-    from compbench.report.tables import CellStats
+    from compbench.report.statistics import CellStats
 
     assert list(leaderboard_frame(plain, ["plain"]).columns) == list(CellStats.__dataclass_fields__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compbench.scoring.metric_facts import (
+from compbench.records.metric_facts import (
     METRICS,
     direction_of,
     metric_allowed,
@@ -56,7 +56,7 @@ def test_the_per_factor_bar_chart_shows_each_model_beside_its_theory():
     from matplotlib.patches import Rectangle
 
     from compbench.records import CellRecord, Status
-    from compbench.report.plots import FACTOR_FLOOR, factor_bars, factor_names
+    from compbench.report.figures import FACTOR_FLOOR, factor_bars, factor_names
 
     def rec(model, seed, r2, theory):
         metrics = {f"factor_r2.{f}": v for f, v in r2.items()} | {f"theory_factor_r2.{f}": v for f, v in theory.items()}

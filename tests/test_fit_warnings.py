@@ -1,6 +1,6 @@
 """A model that did not fit its training cells is warned about in run, report and check (issue #38, item 4).
 
-The fit threshold is a fact of the training metric (compbench.scoring.metric_facts), a suite may set
+The fit threshold is a fact of the training metric (compbench.records.metric_facts), a suite may set
 its own (`fit_threshold`), and the warning never changes an exit code.
 """
 
@@ -12,7 +12,7 @@ import pytest
 
 from compbench.cli import main
 from compbench.records import CellError, CellRecord, Status
-from compbench.scoring.metric_facts import fit_thresholds, fit_warnings
+from compbench.records.metric_facts import fit_thresholds, fit_warnings
 
 SUITE = """\
 name: fit

@@ -139,7 +139,8 @@ def test_ceiling_needs_every_cell_at_every_input():
 
 def test_a_ceiling_is_shown_but_never_best():
     """The adapter tags its models `ceiling`; the leaderboard gives them their score but never the bold."""
-    from compbench.report.tables import ceiling_models, leaderboard, leaderboard_cells
+    from compbench.report.statistics import ceiling_models, leaderboard_cells
+    from compbench.report.tables import leaderboard
     from compbench.suite import load_suite
 
     assert "ceiling" in get_adapter("additive_projection").tags

@@ -278,7 +278,7 @@ def test_docs_outputs_example_runs_and_its_numbers_hold(tmp_path):
     assert share[("ntk", "band2")] == pytest.approx(0.357, abs=5e-4)
     assert share[("ntk", "band5")] == pytest.approx(0.015, abs=5e-4)
     assert share[("additive", "band2")] <= 1e-12 and share[("additive", "band5")] <= 1e-12
-    from compbench.scoring.expectations import evaluate_expectations
+    from compbench.outcome.expectations import evaluate_expectations
 
     loaded = parse_suite(block, "leak-demo.yaml")
     verdicts = evaluate_expectations(loaded.suite.expectations, summary.records, loaded.tags)
@@ -301,7 +301,7 @@ def test_function_valued_r2_is_against_each_cells_own_variance():
 def test_split_scores_plot_draws_networks_as_bars_and_the_ceiling_as_a_line():
     from matplotlib.collections import LineCollection
 
-    from compbench.report.plots import split_scores
+    from compbench.report.figures import split_scores
 
     def rec(model: str, task: str, seed: int, value: float) -> dict:
         return {"model": model, "group": model, "task": task, "seed": seed, "status": "ok", "heldout_r2": value}

@@ -12,7 +12,7 @@ import pytest
 from tiny_suites import SPRITES
 
 from compbench.adapters.base import Fitted, check_fitted
-from compbench.scoring.metric_facts import NA_RULES, NA_UNJUDGEABLE, probe_not_applicable, similarity_not_applicable
+from compbench.records.metric_facts import NA_RULES, NA_UNJUDGEABLE, probe_not_applicable, similarity_not_applicable
 from compbench.scoring.metrics import representation_metrics
 from compbench.theory.probe import linear_probe
 from compbench.theory.similarity import nearest_similarity, output_trace
@@ -165,7 +165,9 @@ def test_rescoring_keeps_the_representation_diagnostics(sprites):
 
 
 def test_the_similarity_plot_draws_each_held_out_cell_error_against_its_similarity(sprites):
-    from compbench.report.plots import _figures, cell_errors, model_colors, similarity_scatter
+    from compbench.report.figures import cell_errors, similarity_scatter
+    from compbench.report.plot_style import model_colors
+    from compbench.report.plots import _figures
 
     records, task, loaded = sprites
     data, recs = task.data, list(records.values())

@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from compbench.cli import main
+from compbench.outcome.expectations import evaluate_expectations
 from compbench.report import publish
-from compbench.report.plots import cd_blocks, grid_heatmaps, sweep_curves, theory_scatter
+from compbench.report.figures import cd_blocks, grid_heatmaps, sweep_curves, theory_scatter
 from compbench.report.tables import leaderboard
 from compbench.scoring.metrics import cell_metrics
 from compbench.suite import parse_suite
@@ -98,7 +99,8 @@ def published(tmp_path_factory):
         mp.setattr("compbench.report.tables.__version__", "0.0.0")
         mp.setattr("compbench.report.legend.run_date", lambda out_dir: "2026-01-02 03:04 UTC")
         mp.setattr("compbench.report.legend.git_commit", lambda: "abc1234")
-        verdicts, paths = publish(out, loaded, fixed_records(), SUMMARY)
+        verdicts = evaluate_expectations(loaded.suite.expectations, fixed_records(), loaded.tags)
+        paths = publish(out, loaded, fixed_records(), SUMMARY, verdicts=verdicts)
     return out, verdicts, paths
 
 
@@ -219,11 +221,11 @@ def test_every_plot_is_written(published):
 def test_plots_reused_when_records_unchanged_and_redrawn_when_changed(tmp_path):
     loaded = parse_suite(SUITE, "golden.yaml")
     recs = [r for r in fixed_records() if r["task"] == "te"]
-    _, first = publish(tmp_path, loaded, recs, SUMMARY, formats=("png",))
+    first = publish(tmp_path, loaded, recs, SUMMARY, verdicts=[], formats=("png",))
     stamp = {p: p.stat().st_mtime_ns for p in first}
-    _, again = publish(tmp_path, loaded, recs, SUMMARY, formats=("png",))
+    again = publish(tmp_path, loaded, recs, SUMMARY, verdicts=[], formats=("png",))
     assert again == first and all(p.stat().st_mtime_ns == stamp[p] for p in again)
-    _, fewer = publish(tmp_path, loaded, [r for r in recs if r["model"] != "net"], SUMMARY, formats=("png",))
+    fewer = publish(tmp_path, loaded, [r for r in recs if r["model"] != "net"], SUMMARY, verdicts=[], formats=("png",))
     assert [p.name for p in fewer] == ["theory-te.png", "grid-te.png"]
     assert all(p.stat().st_mtime_ns != stamp.get(p) for p in fewer)
 

@@ -18,7 +18,8 @@ import pytest
 
 from compbench.cli import main
 from compbench.report.findings import shortfall
-from compbench.report.plots import robust_limits, theory_scatter
+from compbench.report.figures import theory_scatter
+from compbench.report.plot_style import robust_limits
 from compbench.scoring.metrics import cell_metrics
 from compbench.tasks import make_task
 

@@ -14,10 +14,12 @@ import time
 import numpy as np
 import pytest
 
+from compbench.outcome.expectations import evaluate_expectations
 from compbench.report import publish
 from compbench.report.html import sort_value
 from compbench.report.legend import git_commit, run_date
-from compbench.report.tables import leaderboard, near_chance, theory_table
+from compbench.report.statistics import near_chance
+from compbench.report.tables import leaderboard, theory_table
 from compbench.report.terminal import print_files, print_leaderboard
 from compbench.scoring.metrics import cell_metrics
 from compbench.suite import parse_suite
@@ -82,7 +84,8 @@ def records():
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("legends")
     loaded = parse_suite(SUITE, "legends.yaml")
-    verdicts, paths = publish(out, loaded, records(), {"device": "cpu", "wall_time": 2.0}, formats=("md", "html"))
+    verdicts = evaluate_expectations(loaded.suite.expectations, records(), loaded.tags)
+    publish(out, loaded, records(), {"device": "cpu", "wall_time": 2.0}, verdicts=verdicts, formats=("md", "html"))
     return out, loaded, verdicts
 
 

@@ -44,7 +44,7 @@ def _publish(tmp_path: Path, name: str, monkeypatch, fork: bool) -> tuple[Path, 
     # apart across a minute's turn differed by that date alone.
     monkeypatch.setattr(importlib.import_module("compbench.report.legend"), "run_date", lambda _: "2026-01-01 00:00 UTC")
     monkeypatch.setattr(publish_module, "_can_fork", lambda: fork)
-    _, paths = publish_module.publish(out, loaded, summary.records, vars(summary))
+    paths = publish_module.publish(out, loaded, summary.records, vars(summary), verdicts=[])
     assert started == ([os.getpid()] if fork else [])
     return out, paths
 

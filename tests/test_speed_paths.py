@@ -22,7 +22,7 @@ from compbench.claims.base import Subject, mean_of
 from compbench.claims.builtin import Ordered, OrderedParams
 from compbench.runner.cells import expand_jobs, key_for, prepare_tasks
 from compbench.runner.device import cuda_impossible, resolve_device, torch_build
-from compbench.scoring.expectations import evaluate_expectations
+from compbench.outcome.expectations import evaluate_expectations
 from compbench.suite import Expectation, load_suite, matches_model, parse_suite
 
 SWEEP_SUITE = textwrap.dedent("""\

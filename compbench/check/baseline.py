@@ -17,12 +17,12 @@ from compbench import __version__
 from compbench.errors import CompbenchError
 from compbench.records import CellRecord, as_records, big_groups
 from compbench.limits import MAX_SEED
-from compbench.scoring.metric_facts import bounds_of, direction_of, score_metric
+from compbench.records.metric_facts import bounds_of, direction_of, score_metric
 from compbench.files import write_atomic
 
 BASELINE_SCHEMA = 1
 # k: multiples of the combined standard error; floor: minimum tolerance. Which way is better is the
-# metric's fact (scoring.metric_facts.direction_of): a baseline's policy may repeat it, never change it.
+# metric's fact (records.metric_facts.direction_of): a baseline's policy may repeat it, never change it.
 DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "heldout_acc": {"k": 2.5, "floor": 0.05},
     "heldout_r2": {"k": 2.5, "floor": 0.02},
@@ -250,7 +250,7 @@ def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str
     """Per cell id ('model/task', or 'group[*]/task' for big sweeps): metric distributions over seeds.
 
     A metric that a seed's record declares not applicable (an R² against a constant theory, see
-    scoring.metric_facts) is not summarised for that cell: `check` gates only on what measures something.
+    records.metric_facts) is not summarised for that cell: `check` gates only on what measures something.
     """
     records = as_records(records)
     big = big_groups(records)

@@ -16,10 +16,10 @@ from tabulate import tabulate
 
 from compbench.check.baseline import DEFAULT_POLICY, Baseline, BaselineError
 from compbench.check.fdr import benjamini_hochberg, welch_p
-from compbench.scoring.metric_facts import direction_of
+from compbench.records.metric_facts import direction_of
 
 FAILING = ("REGRESSED", "CHANGED", "missing", "error", "non-finite", "fewer-seeds")
-NOT_GATED = "n/a"  # a metric whose value says nothing in this cell (scoring.metric_facts): shown, never failing
+NOT_GATED = "n/a"  # a metric whose value says nothing in this cell (records.metric_facts): shown, never failing
 
 
 @dataclass(frozen=True)

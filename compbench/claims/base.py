@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from compbench.records import TASK_KINDS, CellRecord, as_records
-from compbench.scoring.metric_facts import NA_UNJUDGEABLE
+from compbench.records.metric_facts import NA_UNJUDGEABLE
 from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, named_instance, require_subclass
 

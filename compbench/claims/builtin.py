@@ -23,7 +23,7 @@ from compbench.claims.base import (
     usable,
 )
 from compbench.records import as_records
-from compbench.scoring.metric_facts import METRICS, PER_FACTOR, SEED_STATISTICS, theory_partner
+from compbench.records.metric_facts import METRICS, PER_FACTOR, SEED_STATISTICS, theory_partner
 
 
 class MatchesKernelParams(ClaimParams):
@@ -283,7 +283,7 @@ class BelowRatio(Claim):
     metrics = tuple(METRICS) + tuple(PER_FACTOR)
 
     def validate(self, params: RelativeParams, expectation: Any) -> list[tuple[str, str]]:
-        from compbench.scoring.metric_facts import metric_allowed
+        from compbench.records.metric_facts import metric_allowed
 
         if not metric_allowed(params.reference, self.metrics):
             return [("reference", f"unknown metric {params.reference!r}")]

@@ -18,7 +18,7 @@ from typing import Any
 from compbench.check.baseline import DEFAULT_POLICY
 from compbench.compare.sides import Side
 from compbench.records import CellRecord
-from compbench.scoring.metric_facts import direction_of, score_metric
+from compbench.records.metric_facts import direction_of, score_metric
 
 LEVEL = 0.05  # the paired t-test's significance level
 FAILING = ("FAIL", "XPASS")  # verdict statuses that fail a suite (compbench.claims.Verdict.fails)

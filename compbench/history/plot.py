@@ -33,7 +33,7 @@ def _series(history: History) -> dict[str, list[float]]:
 
 def history_figure(history: History):  # -> matplotlib.figure.Figure
     """The figure: runs in order on the x axis, labelled by commit and date."""
-    from compbench.report.plots import _plt
+    from compbench.report.plot_style import _plt
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(history.rows) + 3), 4.5))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compbench.history.runs import HistoryError, commit_label, suite_runs
 from compbench.records import CellRecord
-from compbench.scoring.metric_facts import score_metric
+from compbench.records.metric_facts import score_metric
 from compbench.store import ResultStore
 
 Cell = tuple[str, str, str]  # (model, task, metric)

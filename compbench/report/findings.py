@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compbench.claims.base import needs_text
-from compbench.scoring.expectations import Verdict
+from compbench.claims import Verdict
 
 MAX_NAMED = 6  # models named per list; the rest are counted ("and 3 more")
 MAX_PLOTS = 3  # plots linked per finding

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from compbench.report.tables import Table, ceiling_models, leaderboard_cells, metric_header
-from compbench.scoring.metric_facts import METRICS, chance_level, score_metric
+from compbench.report.tables import Table, metric_header
+from compbench.records.metric_facts import chance_level, score_metric
 
 
 def run_date(out_dir: Path) -> str:
@@ -96,7 +96,7 @@ def headline(ctx: Any) -> str:
 
     failed = [v.expectation for v in ctx.verdicts if v.fails]
     head = f"Expectations: {verdict_counts(ctx.verdicts)}" + (f" (failing: {', '.join(dict.fromkeys(failed))})" if failed else "")
-    _, cells = leaderboard_cells(ctx.records, ctx.task_ids, ctx.expected, ceiling_models(ctx.loaded))
+    cells = ctx.statistics.leaderboard.cells
     best = []
     for task in ctx.task_ids:
         top = [c for (_, t), c in cells.items() if t == task and c.best]

@@ -16,7 +16,7 @@ from compbench.records import CellRecord, as_records
 from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
 from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
-from compbench.scoring.expectations import Verdict, evaluate_expectations
+from compbench.claims import Verdict
 from compbench.outcome import SUMMARY_FILE
 from compbench.report.run_config import CONFIG_KEYS, RunConfig
 from compbench.suite import LoadedSuite
@@ -60,21 +60,19 @@ def publish(
     records: list[CellRecord],
     summary: dict[str, Any],
     *,
-    check: bool = True,
-    partial: bool = False,
+    verdicts: list[Verdict],
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     skipped: list[str] | None = None,
-    verdicts: list[Verdict] | None = None,
     selected: frozenset[tuple[str, str]] | None = None,
     source: Path | None = None,
-) -> tuple[list[Verdict], list[Path]]:
-    """Evaluate the suite's expectations on the records and run the report writers asked for.
+) -> list[Path]:
+    """Run the report writers asked for over the records and the verdicts judged on them; the paths written.
 
     md: leaderboard.md; csv: leaderboard.csv, theory.csv, records.csv, expectations.csv; html: one
     self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg;
     predictions: predictions.csv; plus any writer a plugin registers.
-    `partial`: only part of the suite ran (`--model`): expectations matching no record are left out.
-    `verdicts`: the outcome's verdicts (`compbench.outcome`), so the report states what the command exits with.
+    `verdicts`: the outcome's verdicts (`compbench.outcome`, the one place expectations are judged), so the report
+    states what the command exits with.
     A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all still
     have the sha256 it recorded, is not run again; its name is appended to `skipped`. The run
     summary (wall time, cells run and cached, date, commit) is not an input: a page keeps
@@ -85,8 +83,6 @@ def publish(
     `source`: the folder the records were read from, when not `out_dir` (`rebuild` from a bundle).
     """
     records = as_records(records)
-    if verdicts is None:  # the caller's outcome (compbench.outcome) judged them; else judge here
-        verdicts = evaluate_expectations(loaded.suite.expectations, records, loaded.tags, partial=partial) if check else []
     check_owner(out_dir, loaded)
     keep = ("device", "executor", "workers", "executor_reason", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
             "interrupted", "selection", *CONFIG_KEYS)
@@ -134,7 +130,7 @@ def publish(
     finally:
         if ctx.drawing is not None:
             ctx.drawing.stop()
-    return verdicts, [p for name in formats for p in written.get(name, [])]
+    return [p for name in formats for p in written.get(name, [])]
 
 
 # Built-in writers that do not read ctx.plots (a plugin's writer may: it runs after them).
@@ -453,8 +449,8 @@ def publish_run(
         if kept:
             return Published(outcome, [], kept)
     facts = {**facts, "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
-    _, paths = publish(out_dir, whole, outcome.records, facts, partial=outcome.partial, formats=formats, skipped=skipped,
-                       verdicts=outcome.verdicts, selected=outcome.selected)
+    paths = publish(out_dir, whole, outcome.records, facts, formats=formats, skipped=skipped,
+                    verdicts=outcome.verdicts, selected=outcome.selected)
     return Published(outcome, paths, [])
 
 
@@ -507,8 +503,8 @@ def rebuild(
             + (f" --profile {profile}" if profile else "") + "` first"
         )
     summary = stored_summary(source, outcome, config)
-    _, paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
-                       source=source)
+    paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
+                    source=source)
     return outcome, paths
 
 

@@ -1,4 +1,5 @@
-"""Report tables: computed once as typed cell statistics, rendered to markdown (tabulate), HTML and CSV."""
+"""Report tables: the statistics (compbench.report.statistics, computed once per report) rendered to markdown (tabulate),
+HTML and CSV."""
 
 from __future__ import annotations
 
@@ -16,32 +17,17 @@ if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal lea
     import pandas as pd
 
 from compbench import __version__
-from compbench.records import BIG_SWEEP, CellRecord, as_records, big_groups
-from compbench.report.escape import md_cell, md_text
+from compbench.records import BIG_SWEEP, CellRecord, as_records
+from compbench.report.escape import md_cell
 from compbench.claims.base import needs_text
-from compbench.scoring.expectations import Verdict
-from compbench.scoring.metric_facts import METRICS, PER_FACTOR, chance_level, per_factor_groups, score_metric
+from compbench.claims import Verdict
+from compbench.records.metric_facts import METRICS, MIN_R2_CELLS, PER_FACTOR, per_factor_groups, score_metric
+from compbench.report.statistics import (BEATS_KERNEL, CEILING, CHANCE_ONE_SEED, CHANCE_SE, MISSING, CellStats, Expected,
+                                         Leaderboard, TheoryStats, cell_metric, leaderboard_cells, mean_and_theory,
+                                         ok_by_cell, sweep_members, theory_stats)
 
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
-BEATS_KERNEL = "†"
 NOT_RUN = ""  # the suite does not pair this model with this task
-# "Best" is awarded only to a score significantly better than chance, one-sided: mean − chance >
-# CHANCE_SE standard errors over seeds (about a 97.5% one-sided bound), or > CHANCE_ONE_SEED when one
-# seed leaves the noise unknown (0.05 accuracy is the seed-to-seed spread typical of small networks
-# on these tasks). A column's top score that is below chance is no "best": it generalises worse than
-# ignoring the input.
-CHANCE_SE = 2.0
-CHANCE_ONE_SEED = 0.05
-MIN_R2_CELLS = 3  # an R² over fewer held-out cells (or against a constant) says nothing
-MISSING = "missing"  # the suite pairs them, but the store has no record (e.g. an interrupted run)
-
-Expected = Iterable[tuple[str, str, str]]  # (model id, sweep group, task id) pairs the suite asks for
-CEILING = "ceiling"  # the tag of a reference (e.g. a fit on every cell): shown beside the models, never best
-
-
-def ceiling_models(loaded: Any) -> frozenset[str]:
-    """The suite's models tagged `ceiling` (by the suite or by their adapter): references, not competitors."""
-    return frozenset(m for m, tags in (getattr(loaded, "tags", None) or {}).items() if CEILING in tags)
 
 
 @dataclass(frozen=True)
@@ -90,200 +76,12 @@ class Table:
                      {new[i]: v for i, v in self.row_ids.items() if i in new}, self.row_header, self.html_only)
 
 
-def _score_metric(rec: CellRecord) -> str:
-    return score_metric(rec.kind or "regression")
-
-
-def _theory_metric(metric: str) -> str:
-    return METRICS[metric].theory or ""
-
-
 def metric_header(metric: str) -> str:
     """A column's metric as a header reads: 'accuracy ↑', 'scale R² ↑' (the metric's short words, else its label,
     and its direction)."""
     fact = METRICS[metric]
     arrow = {"higher": " ↑", "lower": " ↓"}.get(fact.direction or "", "")
     return (fact.short or fact.label.removeprefix("held-out ")) + arrow
-
-
-def near_chance(mean: float, std: float, n: int, chance: float | None) -> bool:
-    """Whether a score is within noise of chance: ≤ 2 SE over n seeds, or ≤ 0.05 for one seed."""
-    if chance is None or math.isnan(mean):
-        return False
-    if n > 1 and not math.isnan(std):
-        return abs(mean - chance) <= CHANCE_SE * std / math.sqrt(n) + 1e-12
-    return abs(mean - chance) <= CHANCE_ONE_SEED
-
-
-def above_chance(mean: float, std: float, n: int, chance: float | None, lower: bool = False) -> bool:
-    """Whether a score beats chance beyond noise, one-sided: by > 2 SE over n seeds, or > 0.05 with one seed.
-
-    `lower`: the metric is better when lower (then "beats" means below chance). With no chance level
-    known, every score counts as above it.
-    """
-    if math.isnan(mean):
-        return False
-    if chance is None:
-        return True
-    margin = chance - mean if lower else mean - chance
-    if n > 1 and not math.isnan(std):
-        return margin > CHANCE_SE * std / math.sqrt(n) + 1e-12
-    return margin > CHANCE_ONE_SEED
-
-
-def _vals(vals: Iterable[Any]) -> list[float]:
-    out = []
-    for v in vals:
-        if v is None:
-            continue
-        f = float(v)
-        if not math.isnan(f):
-            out.append(f)
-    return out
-
-
-def _mean_std(vals: Sequence[float | None]) -> str:
-    v = _vals(vals)
-    if not v:
-        return "–"
-    if len(v) == 1:
-        return f"{v[0]:.3f}"
-    return f"{np.mean(v):.3f} ± {np.std(v, ddof=1):.3f}"
-
-
-def _rows_key(records: list[CellRecord]) -> tuple[dict[str, list[str]], set[str]]:
-    """Scored (not skipped) members per sweep group, and which groups are big."""
-    members: dict[str, dict[str, None]] = defaultdict(dict)
-    for r in records:
-        if not r.skipped:
-            members[r.group][r.model] = None
-    big = big_groups(records)
-    return {g: list(ms) for g, ms in members.items()}, big
-
-
-def _status_of(recs: list[dict[str, Any]]) -> str:
-    """ok (every record scored), partial (some failed), error, skipped, or missing (no record)."""
-    if not recs:
-        return MISSING
-    statuses = {r.status.value for r in recs}
-    if statuses == {"ok"}:
-        return "ok"
-    if "ok" in statuses:
-        return "partial"
-    return "error" if "error" in statuses else "skipped"
-
-
-@dataclass
-class CellStats:
-    """One leaderboard cell: a model (or a big sweep, over its members) on a task, over seeds."""
-
-    model: str
-    task: str
-    status: str  # ok | partial | error | skipped | missing
-    metric: str = ""
-    n_ok: int = 0
-    n_error: int = 0
-    n_skipped: int = 0
-    mean: float = math.nan
-    std: float = math.nan
-    theory_mean: float = math.nan
-    gap_mean: float = math.nan
-    gap_se: float = math.nan
-    beats_kernel: bool = False
-    best: bool = False
-    at_chance: bool = False  # within noise of chance, either side
-    above_chance: bool = False  # better than chance beyond noise (one-sided): only such a score can be best
-    chance: float | None = None  # the score of a predictor that ignores the input (1/K for K classes)
-    is_sweep: bool = False
-    n_members: int = 1
-    error: str = ""
-
-    def text(self) -> str:
-        """How the cell reads in the leaderboard."""
-        if self.status in ("error", "skipped", MISSING):
-            return self.status
-        vals = f"{self.mean:.3f}" if self.n_ok == 1 or math.isnan(self.std) else f"{self.mean:.3f} ± {self.std:.3f}"
-        if not math.isnan(self.theory_mean):  # the model's own kernel theory, scored the same way, beside it
-            vals += f" (theory {self.theory_mean:.3f})"
-        mark = f" {BEATS_KERNEL}" if self.beats_kernel else ""
-        failed = (f" ({self.n_error} error)" if self.n_error else "") + (f" ({self.n_skipped} skipped)" if self.n_skipped else "")
-        return vals + mark + failed
-
-
-def _beats(ok: list[dict[str, Any]], metric: str) -> tuple[float, float, float, bool]:
-    """(theory mean, mean gap, SE of the gap, beats): score above the model's own kernel-theory score
-    by more than 2 standard errors over seeds, and above 0 (needs ≥ 2 seeds to judge the noise)."""
-    theory = _theory_metric(metric)
-    th = _vals(r.metric(theory) for r in ok)
-    gaps = _vals(r.metrics[metric] - r.metrics[theory] for r in ok if r.metric(theory) is not None and r.metric(metric) is not None)
-    if not gaps:
-        return (float(np.mean(th)) if th else math.nan), math.nan, math.nan, False
-    mean = float(np.mean(gaps))
-    se = float(np.std(gaps, ddof=1) / math.sqrt(len(gaps))) if len(gaps) > 1 else math.nan
-    return float(np.mean(th)), mean, se, bool(len(gaps) > 1 and mean > 0 and mean > 2 * se)
-
-
-def _row_order(records: list[CellRecord], expected: list[tuple[str, str, str]], big: set[str]) -> list[tuple[str, bool]]:
-    """Leaderboard rows as (name, is big sweep), in suite order, then any stored-only rows."""
-    names = [(g, True) if g in big else (m, False) for m, g, _ in expected]
-    names += [(r.group, True) if r.group in big else (r.model, False) for r in records]
-    return list(dict.fromkeys(names))
-
-
-def leaderboard_cells(
-    records: list[CellRecord], tasks: list[str], expected: Expected = (), references: Iterable[str] = ()
-) -> tuple[list[str], dict[tuple[str, str], CellStats]]:
-    """Row labels and every (row, task) cell's statistics; cells neither run nor expected are absent.
-
-    `references` (models tagged `ceiling`, `ceiling_models`) get their statistics but are never best.
-    """
-    references = frozenset(references)
-    records = as_records(records)
-    expected = list(expected)
-    members, big = _rows_key(records)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        if r.group in big and r.skipped:
-            continue  # invalid sweep members (e.g. non-PSD kernels) are counted in the sweep table
-        by[(r.group if r.group in big else r.model, r.task)].append(r)
-    wanted = {(g if g in big else m, t) for m, g, t in expected}
-    labels, cells = [], {}
-    for name, is_big in _row_order(records, expected, big):
-        label = f"{name} ({len(members[name])} models)" if is_big else name
-        labels.append(label)
-        for task in tasks:
-            recs = by.get((name, task), [])
-            if not recs and (name, task) not in wanted:
-                continue
-            ok = [r for r in recs if r.ok]
-            errors = [r for r in recs if r.failed]
-            cell = CellStats(label, task, _status_of(recs), n_ok=len(ok), n_error=len(errors),
-                             n_skipped=sum(r.skipped for r in recs), is_sweep=is_big,
-                             n_members=len(members[name]) if is_big else 1, error=errors[0].message if errors else "")
-            if ok:
-                cell.metric = _score_metric(ok[0])
-                cell.chance = chance_level(cell.metric, "multiclass" if ok[0].n_classes else "", int(ok[0].n_classes or 0))
-                scores = _vals(r.metric(cell.metric) for r in ok)
-                if scores:
-                    cell.mean = float(np.mean(scores))
-                    cell.std = float(np.std(scores, ddof=1)) if len(scores) > 1 else math.nan
-                if not is_big:
-                    cell.theory_mean, cell.gap_mean, cell.gap_se, cell.beats_kernel = _beats(ok, cell.metric)
-            cells[(label, task)] = cell
-    for task in tasks:
-        col = [c for (_, t), c in cells.items() if t == task and not math.isnan(c.mean)]
-        lower = bool(col) and METRICS[col[0].metric].direction == "lower"
-        for c in col:
-            n = c.n_ok if not c.is_sweep else c.n_members
-            c.at_chance = near_chance(c.mean, c.std, n, c.chance)
-            c.above_chance = above_chance(c.mean, c.std, n, c.chance, lower)
-        # A ceiling is no competitor (it may be fit on the held-out cells themselves): best is among the models.
-        col = [c for c in col if c.above_chance and c.model not in references]
-        if col:
-            top = min(c.mean for c in col) if lower else max(c.mean for c in col)
-            for c in col:
-                c.best = bool(abs(c.mean - top) <= 5e-4)  # ties at the shown precision are all best
-    return labels, cells
 
 
 ERROR_CHARS = 200  # an error shown beside the leaderboard is cut here: the detail table and records.csv hold it whole
@@ -327,13 +125,13 @@ def _task_metrics(records: list[CellRecord], tasks: list[str], kinds: dict[str, 
     out = {t: score_metric(kinds[t]) for t in tasks if kinds and t in kinds}
     for r in records:
         if r.task not in out and r.ok:
-            out[r.task] = _score_metric(r)
+            out[r.task] = cell_metric(r)
     return out
 
 
 def leaderboard(
     records: list[CellRecord], tasks: list[str], expected: Expected = (), kinds: dict[str, str] | None = None,
-    plots: dict[str, str] | None = None, references: Iterable[str] = (),
+    plots: dict[str, str] | None = None, references: Iterable[str] = (), board: Leaderboard | None = None,
 ) -> Table:
     """Models × tasks: held-out score mean ± std over seeds; best per column (above chance) in bold.
 
@@ -342,7 +140,8 @@ def leaderboard(
     """
     records = as_records(records)
     references = frozenset(references)
-    labels, cells = leaderboard_cells(records, tasks, expected, references)
+    board = board or Leaderboard(*leaderboard_cells(records, tasks, expected, references))
+    labels, cells = board.labels, board.cells
     metrics = _task_metrics(records, tasks, kinds)
     rows, best, keys, links, meta = [], set(), {}, {}, []
     for i, label in enumerate(labels):
@@ -384,9 +183,10 @@ def leaderboard(
 
 
 def leaderboard_frame(records: list[CellRecord], tasks: list[str], expected: Expected = (),
-                      references: Iterable[str] = ()) -> pd.DataFrame:
-    """The leaderboard as one typed row per (model, task) cell, for leaderboard.csv (`references`: never best)."""
-    _, cells = leaderboard_cells(records, tasks, expected, references)
+                      references: Iterable[str] = (), board: Leaderboard | None = None) -> pd.DataFrame:
+    """The leaderboard as one typed row per (model, task) cell, for leaderboard.csv (`references`: never best;
+    `board`: the report's leaderboard, computed once, else computed here)."""
+    cells = (board or Leaderboard(*leaderboard_cells(records, tasks, expected, references))).cells
     columns = list(CellStats.__dataclass_fields__)
     import pandas as pd
 
@@ -417,28 +217,14 @@ def factor_columns(records: list[CellRecord]) -> tuple[list[str], list[str]]:
     return head + [c for c in scores if c not in head], others
 
 
-def _ok_by_cell(records: list[CellRecord]) -> dict[tuple[str, str], list[CellRecord]]:
-    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
-    for r in records:
-        if r.ok:
-            by[(r.model, r.task)].append(r)
-    return by
-
-
-def _mean_and_theory(ok: list[CellRecord], metric: str) -> tuple[float, float]:
-    """The metric's mean over the scored seeds and its theory twin's (NaN where none carries it)."""
-    theory = METRICS[metric].theory
-    mean = _mstd(r.metric(metric) for r in ok)[0]
-    return mean, (_mstd(r.metric(theory) for r in ok)[0] if theory else math.nan)
-
-
 def _with_theory(mean: float, theory: float, word: str = "theory ") -> str:
     if math.isnan(mean):
         return "–"
     return f"{mean:.3f}" + ("" if math.isnan(theory) else f" ({word}{theory:.3f})")
 
 
-def factor_tables(records: list[CellRecord], tasks: list[str], expected: Expected = (), compact: bool = False) -> list[Table]:
+def factor_tables(records: list[CellRecord], tasks: list[str], expected: Expected = (), compact: bool = False,
+                  board: Leaderboard | None = None) -> list[Table]:
     """Per (model, task) cell of a multi-factor task, each per-factor metric (mean over seeds) with its theory's
     beside it: one table of the scores (R² per factor, their mean, accuracy of the class factors) and one of the
     rest (the slopes). None for a suite without multi-factor tasks. `compact`: the theory's value in bare
@@ -447,8 +233,9 @@ def factor_tables(records: list[CellRecord], tasks: list[str], expected: Expecte
     scores, others = factor_columns(records)
     if not scores and not others:
         return []
-    labels, cells = leaderboard_cells(records, tasks, expected)
-    by = _ok_by_cell(records)
+    board = board or Leaderboard(*leaderboard_cells(records, tasks, expected))
+    labels, cells = board.labels, board.cells
+    by = ok_by_cell(records)
     pairs = [(label, task) for label in labels for task in tasks
              if (c := cells.get((label, task))) is not None and not c.is_sweep and c.status != "skipped"]
     factor_tasks = {t for (m, t), recs in by.items() if any(k in recs[0].metrics for k in scores + others)}
@@ -466,7 +253,7 @@ def factor_tables(records: list[CellRecord], tasks: list[str], expected: Expecte
                 if not ok:
                     line.append(cell.status)
                     continue
-                mean, theory = _mean_and_theory(ok, metric)
+                mean, theory = mean_and_theory(ok, metric)
                 line.append(_with_theory(mean, theory, "" if compact else "theory "))
                 if not math.isnan(mean):
                     keys[(i, j)] = mean
@@ -487,103 +274,14 @@ def factor_frame_columns(records: list[CellRecord], cells: dict[tuple[str, str],
     """leaderboard.csv's per-factor columns: each per-factor metric and its theory twin, mean over seeds, per cell."""
     records = as_records(records)
     scores, others = factor_columns(records)
-    by = _ok_by_cell(records)
+    by = ok_by_cell(records)
     out: dict[str, list[float]] = {}
     for metric in scores + others:
         theory = METRICS[metric].theory
-        pairs = [_mean_and_theory(by.get((c.model, c.task), []), metric) for c in cells.values()]
+        pairs = [mean_and_theory(by.get((c.model, c.task), []), metric) for c in cells.values()]
         out[metric] = [m for m, _ in pairs]
         if theory:
             out[theory] = [t for _, t in pairs]
-    return out
-
-
-@dataclass
-class TheoryStats:
-    """Agreement of a model (or a big sweep's worst member) with its kernel theory on one task."""
-
-    model: str
-    task: str
-    status: str
-    theory_kernel: str = ""
-    theory_objective: str = ""
-    worst_of: int = 1  # > 1: a big sweep, the statistics are its worst member's
-    theory_r2_mean: float = math.nan
-    theory_r2_std: float = math.nan
-    max_abs_diff: float = math.nan
-    additivity_mean: float = math.nan
-    additivity_std: float = math.nan
-    slope_mean: float = math.nan
-    theory_slope_mean: float = math.nan
-    n_heldout: int = 0
-    irrelevant_share_mean: float = math.nan
-    theory_irrelevant_share_mean: float = math.nan
-    r2_note: str = ""  # why R²(model, theory) means nothing here ("2 cells", "theory constant"), else ""
-    additivity_note: str = ""  # why the additivity R² means nothing here (the seen conjunctions span every prediction)
-
-
-def _mstd(vals: Iterable[Any]) -> tuple[float, float]:
-    v = _vals(vals)
-    return (float(np.mean(v)) if v else math.nan, float(np.std(v, ddof=1)) if len(v) > 1 else math.nan)
-
-
-def _constant(vals: np.ndarray) -> bool:
-    # the tolerance of compbench.scoring.metrics.r2 for a constant target
-    return float(np.sum((vals - vals.mean()) ** 2)) <= 1e-12 * len(vals) * max(1.0, float(np.mean(vals**2)))
-
-
-def _r2_note(ok: list[dict[str, Any]], test_mask: np.ndarray | None) -> tuple[int, str]:
-    """(held-out cells, why an R² against the theory means nothing or "")."""
-    n = int(test_mask.sum()) if test_mask is not None else int(ok[0].n_test or 0) if ok else 0
-    if n and n < MIN_R2_CELLS:
-        return n, f"{n} cell{'s' if n > 1 else ''}"
-    if test_mask is not None:
-        theory = [np.asarray(r.theory_predictions, dtype=float) for r in ok if r.theory_predictions is not None]
-        if theory and len(theory[0]) == len(test_mask) and all(_constant(t[test_mask]) for t in theory):
-            return n, "theory constant"
-    return n, ""
-
-
-def theory_stats(
-    records: list[CellRecord], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
-) -> list[TheoryStats]:
-    """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes.
-
-    `heldout`: task → its held-out mask, to tell when R² against the theory means nothing (< 3 cells, constant theory).
-    """
-    records = as_records(records)
-    expected = list(expected)
-    members, big = _rows_key(records)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        if r.group in big and r.skipped:
-            continue
-        by[(r.group if r.group in big else r.model, r.task)].append(r)
-    wanted = {(g if g in big else m, t) for m, g, t in expected}
-    order = {t: i for i, t in enumerate(tasks)}
-    out = []
-    for name, is_big in _row_order(records, expected, big):
-        for task in sorted({t for (n, t) in [*by, *wanted] if n == name}, key=lambda t: order.get(t, len(order))):
-            recs = by.get((name, task), [])
-            ok = [r for r in recs if r.ok]
-            st = TheoryStats(name, task, _status_of(recs), worst_of=len(members[name]) if is_big else 1)
-            if ok:
-                st.theory_kernel = ok[0].theory_kernel or ""
-                st.theory_objective = ok[0].theory_objective or ""
-                if is_big:  # the worst member speaks for the sweep
-                    st.theory_r2_mean = min(_vals(r.metric("theory_r2") for r in ok), default=math.nan)
-                    st.additivity_mean = min(_vals(r.metric("additivity") for r in ok), default=math.nan)
-                else:
-                    st.theory_r2_mean, st.theory_r2_std = _mstd(r.metric("theory_r2") for r in ok)
-                    st.additivity_mean, st.additivity_std = _mstd(r.metric("additivity") for r in ok)
-                st.max_abs_diff = max(_vals(r.metric("theory_max_abs_diff") for r in ok), default=math.nan)
-                st.slope_mean = _mstd(r.metric("slope") for r in ok)[0]
-                st.theory_slope_mean = _mstd(r.metric("theory_slope") for r in ok)[0]
-                st.irrelevant_share_mean = _mstd(r.metric("irrelevant_share") for r in ok)[0]
-                st.theory_irrelevant_share_mean = _mstd(r.metric("theory_irrelevant_share") for r in ok)[0]
-                st.n_heldout, st.r2_note = _r2_note(ok, (heldout or {}).get(task))
-                st.additivity_note = next((r.not_applicable["additivity"] for r in ok if "additivity" in r.not_applicable), "")
-            out.append(st)
     return out
 
 
@@ -595,7 +293,7 @@ def _fmt(mean: float, std: float = math.nan) -> str:
 
 def theory_table(
     records: list[CellRecord], tasks: list[str] | None = None, expected: Expected = (),
-    heldout: dict[str, np.ndarray] | None = None,
+    heldout: dict[str, np.ndarray] | None = None, theory: list[TheoryStats] | None = None,
 ) -> Table:
     """Per model and task: kernel used, agreement with its theory prediction, additivity, slopes."""
     records = as_records(records)
@@ -603,7 +301,7 @@ def theory_table(
     rows, keys, meta, links = [], {}, [], {}
     # The irrelevant share exists only for tasks that declare the components their target depends on.
     shares = any(r.metric("irrelevant_share") is not None for r in records)
-    for i, st in enumerate(theory_stats(records, tasks, expected, heldout)):
+    for i, st in enumerate(theory if theory is not None else theory_stats(records, tasks, expected, heldout)):
         name = f"{st.model} (worst of {st.worst_of})" if st.worst_of > 1 else st.model
         meta.append({"model": name, "task": st.task, "status": st.status})
         if st.worst_of == 1:
@@ -649,12 +347,14 @@ def theory_table(
 
 def theory_frame(
     records: list[CellRecord], tasks: list[str], expected: Expected = (), heldout: dict[str, np.ndarray] | None = None,
+    theory: list[TheoryStats] | None = None,
 ) -> pd.DataFrame:
     """The theory table as typed rows, for theory.csv (r2_note says when theory_r2_mean means nothing)."""
     columns = list(TheoryStats.__dataclass_fields__)
     import pandas as pd
 
-    frame = pd.DataFrame([asdict(s) for s in theory_stats(records, tasks, expected, heldout)], columns=columns)
+    stats = theory if theory is not None else theory_stats(records, tasks, expected, heldout)
+    frame = pd.DataFrame([asdict(s) for s in stats], columns=columns)
     floats = [c for c, f in TheoryStats.__dataclass_fields__.items() if f.type == "float"]
     return frame.astype({"worst_of": int, "n_heldout": int, **{c: float for c in floats}})
 
@@ -662,13 +362,13 @@ def theory_frame(
 def sweep_table(records: list[CellRecord]) -> Table | None:
     """Big sweeps: per task, how many members reach a perfect held-out score."""
     records = as_records(records)
-    members, big = _rows_key(records)
+    members, big = sweep_members(records)
     if not big:
         return None
     by: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         if r.group in big and r.ok:
-            by[(r.group, r.task)][r.model].append(r.metrics[_score_metric(r)])
+            by[(r.group, r.task)][r.model].append(r.metrics[cell_metric(r)])
     rows, keys, meta = [], {}, []
     for (group, task), per_member in sorted(by.items()):
         means = [float(np.mean(v)) for v in per_member.values()]
@@ -751,10 +451,11 @@ def summary_table(summary: dict[str, Any], verdicts: list[Verdict], facts: Seque
     return Table("Run summary", "", ["", ""], rows)
 
 
-def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected = ()) -> Table:
+def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected = (), board: Leaderboard | None = None) -> Table:
     """Per (model, task) cell: every seed's score, the theory's kernel, wall time and error text (HTML link targets)."""
     records = as_records(records)
-    labels, cells = leaderboard_cells(records, tasks, expected)
+    board = board or Leaderboard(*leaderboard_cells(records, tasks, expected))
+    labels, cells = board.labels, board.cells
     by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         by[(r.model, r.task)].append(r)
@@ -766,7 +467,7 @@ def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected
                 continue
             recs = sorted(by.get((label, task), []), key=lambda r: r.seed)
             seeds = " · ".join(
-                f"{r.seed}: {r.metrics[_score_metric(r)]:.3f}" if r.ok and r.metric(_score_metric(r)) is not None
+                f"{r.seed}: {r.metrics[cell_metric(r)]:.3f}" if r.ok and r.metric(cell_metric(r)) is not None
                 else f"{r.seed}: {r.status.value}" for r in recs
             )
             ok = [r for r in recs if r.ok]
@@ -781,71 +482,13 @@ def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected
     return Table("Cell details", note, headers, rows, row_meta=meta, row_ids=ids, html_only=True, anchor="cell-details")
 
 
-def report_tables(ctx: Any) -> list[Table]:
-    """Every table of the report, in order, from a `compbench.report.writers.ReportContext`."""
-    from compbench.report.legend import models_table, run_facts, tasks_table
-
-    task_ids, expected, records = ctx.task_ids, list(ctx.expected), ctx.records
-    kinds = {t: d.kind for t, d in ctx.tasks.items()}
-    heldout = {t: d.test_mask for t, d in ctx.tasks.items()}
-    tables = [summary_table(ctx.summary, ctx.verdicts, run_facts(ctx)), tasks_table(ctx), models_table(ctx),
-              leaderboard(records, task_ids, expected, kinds, references=ceiling_models(ctx.loaded)), *factor_tables(records, task_ids, expected),
-              theory_table(records, task_ids, expected, heldout)]
-    sweeps = sweep_table(records)
-    if sweeps:
-        tables.append(sweeps)
-    errors = errors_table(records)
-    if errors:
-        tables.append(errors)
-    tables += [expectations_table(ctx.verdicts), detail_table(records, task_ids, expected)]
-    return tables
-
-
-# Said wherever the fit warnings are shown (report, terminal, check).
-FIT_NOTE = ("a warning, not a failure: exit codes do not change; the threshold is the suite's fit_threshold, "
-            "else the metric's default")
-
-
-def markdown_warnings(warnings: Sequence[str]) -> list[str]:
-    """The fit warnings as a markdown quote block under the headline (nothing when there are none)."""
-    if not warnings:
-        return []
-    return ([f"> **Warning: {len(warnings)} model/task pair(s) did not fit their training cells** ({md_text(FIT_NOTE)})", ">"]
-            + [f"> - {md_text(w)}" for w in warnings] + [""])
-
-
-def markdown_report(suite_name: str, tables: list[Table], plots: Sequence[tuple[str, str]] = (), headline: str = "",
-                    findings: Sequence[Any] | None = None, intro: Any = None, warnings: Sequence[str] = ()) -> str:
-    """The leaderboard markdown file; plots are (file name under plots/, caption); `headline` under the title.
-
-    `findings` (compbench.report.findings.Finding): the Findings section, first; None leaves it out.
-    `intro` (compbench.report.intro.Intro): the suite's description, its papers and what the numbers mean, under the title.
-    `warnings`: lines shown under the headline, before everything else (fit warnings).
-    """
-    from compbench.report.findings import markdown_findings
-    from compbench.report.intro import markdown_intro
-
-    lines = [f"# {md_text(suite_name)}: leaderboard", ""] + (markdown_intro(intro) if intro is not None else [])
-    lines += [md_text(headline), ""] if headline else []
-    lines += markdown_warnings(warnings)
-    if findings is not None:
-        lines += markdown_findings(findings, plot_files=bool(plots))
-    for t in tables:
-        if t.html_only:
-            continue
-        body = t.markdown()
-        lines += [f"## {t.title}", ""] + ([t.note, ""] if t.note else []) + ([body, ""] if body else [])
-        if t.folded:
-            lines += ["<details>", f"<summary>{md_text(t.folded_label)}</summary>", "", t.folded_markdown(), "", "</details>", ""]
-    if plots:
-        lines += ["## Plots", ""]
-        for name, caption in plots:
-            lines += [f"![{md_text(caption)}](plots/{name})", "", f"*{md_text(caption)}*", ""]
-    return "\n".join(lines)
-
-
 def records_frame(records: list[CellRecord]) -> pd.DataFrame:
     """Records as a flat table (prediction arrays dropped; sweep values and the adapter's info as columns)."""
     import pandas as pd
 
     return pd.DataFrame([r.flat() for r in as_records(records)])
+
+
+# Said wherever the fit warnings are shown (report, terminal, check).
+FIT_NOTE = ("a warning, not a failure: exit codes do not change; the threshold is the suite's fit_threshold, "
+            "else the metric's default")

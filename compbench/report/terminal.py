@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from compbench.report.tables import CellStats, Table, ceiling_models, cell_errors, factor_tables, leaderboard_cells, metric_header
-from compbench.scoring.metric_facts import score_metric
+from compbench.report.statistics import CellStats, ceiling_models, leaderboard_cells
+from compbench.report.tables import Table, cell_errors, factor_tables, metric_header
+from compbench.records.metric_facts import score_metric
 
 
 def one_line(text: str) -> str:
@@ -140,7 +141,7 @@ def print_report_end(out_dir: Path, loaded: Any, records: list[CellRecord], verd
 def print_fit_warnings(loaded: Any, records: list[CellRecord], out: TextIO | None = None) -> int:
     """Warn (stderr) about each model and task whose training score misses its fit threshold; how many did."""
     from compbench.report.tables import FIT_NOTE
-    from compbench.scoring.metric_facts import fit_lines, fit_warnings
+    from compbench.records.metric_facts import fit_lines, fit_warnings
 
     found = fit_warnings(as_records(records), loaded.suite.fit_threshold)
     out = out or sys.stderr

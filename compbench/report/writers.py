@@ -54,9 +54,17 @@ class ReportContext:
         return [(m.id, m.group, t.id) for m in self.loaded.models for t in self.loaded.tasks_for(m)]
 
     @cached_property
+    def statistics(self) -> Any:
+        """The report's statistics (compbench.report.statistics.ReportStatistics): computed once, read by every writer."""
+        from compbench.report.statistics import ReportStatistics, ceiling_models
+
+        return ReportStatistics(self.records, self.task_ids, self.expected, ceiling_models(self.loaded),
+                                lambda: {t: d.test_mask for t, d in self.tasks.items()})
+
+    @cached_property
     def tables(self) -> list[Any]:
         """Every table of the report (compbench.report.tables.Table), in order."""
-        from compbench.report.tables import report_tables
+        from compbench.report.markdown import report_tables
 
         return report_tables(self)
 
@@ -77,7 +85,7 @@ class ReportContext:
     @cached_property
     def fit_warnings(self) -> list[str]:
         """One line per model and task whose training score misses its fit threshold (metric_facts.fit_warnings)."""
-        from compbench.scoring.metric_facts import fit_lines, fit_warnings
+        from compbench.records.metric_facts import fit_lines, fit_warnings
 
         return fit_lines(fit_warnings(self.records, self.loaded.suite.fit_threshold))
 
@@ -129,7 +137,7 @@ class MarkdownWriter(Reporter):
     def write(self, ctx: ReportContext) -> list[Path]:
         from compbench.report.intro import intro
         from compbench.report.legend import headline
-        from compbench.report.tables import markdown_report
+        from compbench.report.markdown import markdown_report
 
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
@@ -145,11 +153,12 @@ class CsvWriter(Reporter):
         import pandas as pd
 
         from compbench.claims import Verdict
-        from compbench.report.tables import ceiling_models, leaderboard_frame, records_frame, theory_frame
+        from compbench.report.tables import leaderboard_frame, records_frame, theory_frame
 
+        stats = ctx.statistics
         csvs = {
-            "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, ctx.expected, ceiling_models(ctx.loaded)),
-            "theory.csv": theory_frame(ctx.records, ctx.task_ids, ctx.expected, {t: d.test_mask for t, d in ctx.tasks.items()}),
+            "leaderboard.csv": leaderboard_frame(ctx.records, ctx.task_ids, board=stats.leaderboard),
+            "theory.csv": theory_frame(ctx.records, ctx.task_ids, theory=stats.theory),
             "records.csv": records_frame(ctx.records),
             "expectations.csv": pd.DataFrame([{**v.__dict__, "verdict": v.status} for v in ctx.verdicts],
                                              columns=[*Verdict.__dataclass_fields__, "verdict"]),

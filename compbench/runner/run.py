@@ -23,7 +23,7 @@ from compbench.runner.schedule import AUTO, choose, longest_first
 from compbench.runner.stored import StoreView
 from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.stage_progress import listening
-from compbench.store import ResultStore, StoreError
+from compbench.store import StoreError
 from compbench.suite import LoadedSuite
 
 
@@ -293,19 +293,6 @@ def _run_end(summary: RunSummary, jobs: list[Job], results: list[list[CellRecord
              for job, recs in zip(jobs, results) for r in recs or ()]
     return {"cells": cells, "n_run": summary.n_run, "n_cached": summary.n_cached,
             "interrupted": summary.interrupted or summary.failed_cell is not None, "partial": summary.partial}
-
-
-def record_verdicts(out_dir: Path, summary: RunSummary, verdicts: list[Any]) -> None:
-    """Add the run's expectation verdicts (judged after it, by compbench.outcome) to its `runs` row."""
-    if summary.run_id is None:
-        return
-    store = ResultStore(Path(out_dir) / "store")
-    try:
-        store.end_run(summary.run_id, {"verdicts": [
-            {"expectation": v.expectation, "claim": v.claim, "subject": v.subject, "task": v.task, "status": v.status,
-             "measured": v.measured, "threshold": v.threshold} for v in verdicts]})
-    finally:
-        store.close()
 
 
 def select(loaded: LoadedSuite, model_patterns: list[str] | None = None, task_patterns: list[str] | None = None) -> LoadedSuite:

@@ -248,9 +248,9 @@ def representation_metrics(names: tuple[str, ...], y: np.ndarray, test: np.ndarr
     `probe`: the linear probe's prediction per cell ((n_cells, K), compbench.theory.probe) or None: scored as
     `factor_metrics` scores the model, named `probe_r2.f` (and their mean `probe_r2`) and `probe_acc.f`.
     `nearest`: each held-out cell's nearest-training similarity (None elsewhere) or None: their mean is
-    `nearest_train_similarity`. A missing one is NaN with its n/a reason (scoring.metric_facts' rules).
+    `nearest_train_similarity`. A missing one is NaN with its n/a reason (records.metric_facts' rules).
     """
-    from compbench.scoring.metric_facts import probe_not_applicable, similarity_not_applicable
+    from compbench.records.metric_facts import probe_not_applicable, similarity_not_applicable
 
     out: dict[str, float] = {}
     na: dict[str, str] = {}

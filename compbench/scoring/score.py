@@ -8,24 +8,34 @@ the same model code but scored by other scoring code is rescored when it is read
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from compbench.records import CellRecord
-from compbench.scoring.metric_facts import additivity_not_applicable, r2_not_applicable, share_not_applicable
+from compbench.records.metric_facts import additivity_not_applicable, r2_not_applicable, share_not_applicable
 from compbench.scoring.metrics import cell_metrics, sign_accuracy
 
 DECIMALS = 10  # predictions are stored, and scored, rounded to this many decimals
 SCORING_ENTRY = "compbench.scoring.score"
 
 
+def scoring_code_files() -> tuple[Path, ...]:
+    """The compbench source files that score stored outputs: this module and every compbench module it imports."""
+    from compbench.codehash import NOT_RESULT_CODE, code_closure
+
+    # The metric facts' n/a rules decide what a cell's score says, so the walk enters records/ (where
+    # they live) although records/ produces no prediction.
+    return code_closure(SCORING_ENTRY, tuple(n for n in NOT_RESULT_CODE if n != "compbench.records"))
+
+
 @functools.lru_cache(maxsize=None)
 def scoring_version() -> str:
-    """Hash of the code that scores stored outputs: this module and every compbench module it imports."""
-    from compbench.codehash import _source_hash, code_closure
+    """Hash of the code that scores stored outputs (`scoring_code_files`)."""
+    from compbench.codehash import _source_hash
 
-    return _source_hash(tuple(str(p) for p in code_closure(SCORING_ENTRY)))
+    return _source_hash(tuple(str(p) for p in scoring_code_files()))
 
 
 def per_cell(values: np.ndarray, cell_ids: np.ndarray, n_cells: int) -> np.ndarray:
@@ -206,7 +216,7 @@ def _score_shaped(task: Any, preds_in: np.ndarray, theory_in: np.ndarray | None,
 
 def _not_applicable(metrics: dict[str, float], n_heldout: int, theory_heldout: np.ndarray | None,
                     fitter: Any = None) -> dict[str, str]:
-    """Metrics this cell carries whose value says nothing here (scoring.metric_facts' rules), with why."""
+    """Metrics this cell carries whose value says nothing here (records.metric_facts' rules), with why."""
     out = {}
     if "theory_r2" in metrics:
         why = r2_not_applicable(n_heldout, theory_heldout)

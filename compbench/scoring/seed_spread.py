@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compbench.records import CellRecord
-from compbench.scoring.metric_facts import seed_var_not_applicable
+from compbench.records.metric_facts import seed_var_not_applicable
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def run_label(run: Any) -> str:
 def run_means(directory: Path, runs: list[Any]) -> dict[str, dict[tuple[str, str], list[float]]]:
     """metric → (model or sweep, task) → its mean over seeds in each run (NaN where the run has none), from the
     records each run reported (store.ResultStore.run_records)."""
-    from compbench.scoring.metric_facts import score_metric
+    from compbench.records.metric_facts import score_metric
     from compbench.store.records import ResultStore
 
     store = ResultStore(directory / "store")
@@ -57,8 +57,8 @@ def run_means(directory: Path, runs: list[Any]) -> dict[str, dict[tuple[str, str
 
 def history_plots(directory: Path, runs: list[Any]) -> list[HistoryPlot]:
     """One plot per held-out metric of the runs' records (runs oldest first; callers pass ≥ 2)."""
-    from compbench.report.plots import _plt, model_colors
-    from compbench.scoring.metric_facts import METRICS
+    from compbench.report.plot_style import _plt, model_colors
+    from compbench.records.metric_facts import METRICS
 
     plt = _plt()
     plots = []

@@ -103,10 +103,11 @@ def _commit(runs: list[Any]) -> str:
 
 
 def _model_cells(ctx: Any) -> dict[str, list[ModelCell]]:
-    """Every leaderboard row's cells, computed as the leaderboard computes them (report.tables.leaderboard_cells)."""
-    from compbench.report.tables import ceiling_models, cell_anchor, leaderboard_cells
+    """Every leaderboard row's cells: the ones the suite's leaderboard page shows (the report's statistics)."""
+    from compbench.report.tables import cell_anchor
 
-    labels, cells = leaderboard_cells(ctx.records, ctx.task_ids, list(ctx.expected), ceiling_models(ctx.loaded))
+    board = ctx.statistics.leaderboard
+    labels, cells = board.labels, board.cells
     out: dict[str, list[ModelCell]] = {}
     for label in labels:
         row = []

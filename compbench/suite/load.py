@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from compbench.limits import SUITE_FILE_BYTES, TooLargeError, check_task_bytes, limits
-from compbench.scoring.metric_facts import metric_allowed
+from compbench.records.metric_facts import metric_allowed
 from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
 from compbench.suite.source import (

@@ -354,7 +354,7 @@ class Suite(_Strict):
     def _check_fit_threshold(cls, v: dict[str, float]) -> dict[str, float]:
         from difflib import get_close_matches
 
-        from compbench.scoring.metric_facts import fit_metrics
+        from compbench.records.metric_facts import fit_metrics
 
         allowed = fit_metrics()
         for metric, threshold in v.items():

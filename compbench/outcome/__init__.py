@@ -17,7 +17,7 @@ from typing import Any
 from compbench.claims import Verdict
 from compbench.records import CellRecord, Status
 from compbench.runner.cells import Job
-from compbench.scoring.expectations import evaluate_expectations
+from compbench.outcome.expectations import evaluate_expectations
 from compbench.suite import LoadedSuite
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -257,3 +257,19 @@ def outcome_of_run(loaded: LoadedSuite, summary: Any, *, profile: str | None = N
     """The outcome of a finished `run_suite` (its jobs and the records it ran or found for each)."""
     found = [{r.key: r for r in recs or ()} for recs in summary.per_job]
     return judge(loaded, summary.jobs, found, profile=profile, partial=partial)
+
+
+def record_verdicts(out_dir: Path, run_id: str | None, verdicts: list[Verdict]) -> None:
+    """Add a run's expectation verdicts, judged here after it ran, to its row in the store's `runs` table."""
+    # Here rather than in the runner: the runner runs before anything is judged and knows no verdict.
+    if run_id is None:
+        return
+    from compbench.store import ResultStore
+
+    store = ResultStore(Path(out_dir) / "store")
+    try:
+        store.end_run(run_id, {"verdicts": [
+            {"expectation": v.expectation, "claim": v.claim, "subject": v.subject, "task": v.task, "status": v.status,
+             "measured": v.measured, "threshold": v.threshold} for v in verdicts]})
+    finally:
+        store.close()
