@@ -137,13 +137,9 @@ def _generic_ntk(
     def chunks(x: torch.Tensor) -> list[slice]:
         return [slice(i, min(i + chunk_size, x.shape[0])) for i in range(0, x.shape[0], chunk_size)]
 
-    def gram(ja: list[torch.Tensor], jb: list[torch.Tensor]) -> torch.Tensor:
+    def as_features(js: list[torch.Tensor]) -> list[Any]:
         # Products in float64 so that summing many parameters loses nothing.
-        out = None
-        for ga, gb in zip(ja, jb):
-            term = ga.to(torch.float64) @ gb.to(torch.float64).T
-            out = term if out is None else out + term
-        return out
+        return [("grad", g.to(torch.float64)) for g in js]
 
     symmetric = xb is None
     other = xa if symmetric else xb
@@ -169,11 +165,11 @@ def _generic_ntk(
         for j, sb in enumerate(slices_b):
             if symmetric and j > i:
                 break
-            jb = ja if (symmetric and j == i) else jac_b(j)
-            block = gram(ja, jb)
-            if symmetric and j == i:
-                block = _mirror_upper(block)
             ra, rb = _rows(sa, R), _rows(sb, R)
+            if symmetric and j == i:
+                block = _symmetric_block(as_features(ja), ra.stop - ra.start, 0, K.device)
+            else:
+                block = _block(as_features(ja), as_features(jac_b(j)), ra.stop - ra.start, rb.stop - rb.start, 0, K.device)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
@@ -194,9 +190,8 @@ def _mirror_upper(block: torch.Tensor) -> torch.Tensor:
     A matrix product A·Aᵀ need not be bitwise symmetric (the two halves may be summed in other
     orders); the kernel of a sample pair must not depend on which comes first.
     """
-    import torch
-
-    return torch.triu(block) + torch.triu(block, 1).T
+    block.triu_()  # in place: a Gram of a few thousand rows is hundreds of MB, copied twice before
+    return block.add_(block.triu(1).T)
 
 
 def _rows(s: slice, r: int) -> slice:
@@ -555,27 +550,76 @@ def _plan(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor, n_out:
     return max(1, total), bad
 
 
-def _pair(fa: Any, fb: Any, budget: int) -> torch.Tensor:
-    """One layer's Gram block between two chunks."""
-    import torch
-
+def _pair_into(out: torch.Tensor, fa: Any, fb: Any, budget: int) -> None:
+    """Add one layer's Gram block between two sets of rows to `out` (written in place, no block-sized temporary
+    for a gradient feature)."""
     if fa[0] == "grad":
-        return fa[1] @ fb[1].T
+        out.addmm_(fa[1], fb[1].T)
+        return
     _, Aa, Ga = fa
     _, Ab, Gb = fb
     na, T, da = Aa.shape
     nb, S, _ = Ab.shape
     if T == 1 and S == 1:
-        return (Aa[:, 0] @ Ab[:, 0].T) * (Ga[:, 0] @ Gb[:, 0].T)
-    out = torch.empty(na, nb, dtype=torch.float64, device=Aa.device)
+        out.addcmul_(Aa[:, 0] @ Ab[:, 0].T, Ga[:, 0] @ Gb[:, 0].T)
+        return
     rows = max(1, budget // max(1, 2 * nb * T * S * 8))
     Ab2, Gb2 = Ab.reshape(nb * S, -1), Gb.reshape(nb * S, -1)
     for s in range(0, na, rows):
         e = min(na, s + rows)
         AA = (Aa[s:e].reshape((e - s) * T, -1) @ Ab2.T).reshape(e - s, T, nb, S)
         GG = (Ga[s:e].reshape((e - s) * T, -1) @ Gb2.T).reshape(e - s, T, nb, S)
-        out[s:e] = (AA * GG).sum(dim=(1, 3))
+        out[s:e] += (AA * GG).sum(dim=(1, 3))
+
+
+def _feature_rows(f: Any, lo: int, hi: int) -> Any:
+    """Rows lo..hi−1 of a feature (one row per kernel row, whichever its kind)."""
+    return (f[0], *(t[lo:hi] for t in f[1:]))
+
+
+def _block(fa: list[Any], fb: list[Any], rows: int, cols: int, budget: int, device: Any) -> torch.Tensor:
+    """Σ over layers of the Gram block between two chunks' features (None: a layer not used)."""
+    import torch
+
+    out = torch.zeros(rows, cols, dtype=torch.float64, device=device)
+    for la, lb in zip(fa, fb):
+        if la is not None and lb is not None:
+            _pair_into(out, la, lb, budget)
     return out
+
+
+# A symmetric Gram's leaves: blocks of at most this many rows on its diagonal are computed whole (the rest of it by
+# half products); below a few hundred rows a matrix product loses more to its shape than a triangle saves.
+_HALF_LEAF = 256
+
+
+def _symmetric_block(f: list[Any], rows: int, budget: int, device: Any) -> torch.Tensor:
+    """Σ over layers of a chunk's Gram with itself, computed as a half product and mirrored: exactly symmetric.
+
+    The rows are halved recursively: the two diagonal halves recurse, the block above the diagonal is one full
+    product written in place, the block below it is never computed; at `_HALF_LEAF` rows or fewer a diagonal
+    block is computed whole. The work is (1 + leaf/rows)/2 of the full product's, in products of large shapes.
+    """
+    import torch
+
+    out = torch.zeros(rows, rows, dtype=torch.float64, device=device)
+    live = [g for g in f if g is not None]
+
+    def fill(lo: int, hi: int) -> None:
+        if hi - lo <= _HALF_LEAF:
+            for g in live:
+                part = _feature_rows(g, lo, hi)
+                _pair_into(out[lo:hi, lo:hi], part, part, budget)
+            return
+        mid = (lo + hi) // 2
+        fill(lo, mid)
+        for g in live:
+            _pair_into(out[lo:mid, mid:hi], _feature_rows(g, lo, mid), _feature_rows(g, mid, hi), budget)
+        fill(mid, hi)
+
+    if rows:
+        fill(0, rows)
+    return _mirror_upper(out)
 
 
 def _structured_ntk(
@@ -618,14 +662,11 @@ def _structured_ntk(
         for j, sb in enumerate(slices_b):
             if symmetric and j > i:
                 break
-            fb = fa if (symmetric and j == i) else feats_b(j)
             ra, rb = _rows(sa, R), _rows(sb, R)
-            block = torch.zeros(ra.stop - ra.start, rb.stop - rb.start, dtype=torch.float64, device=xa.device)
-            for la, lb in zip(fa, fb):
-                if la is not None and lb is not None:
-                    block += _pair(la, lb, pair_budget)
             if symmetric and j == i:
-                block = _mirror_upper(block)
+                block = _symmetric_block(fa, ra.stop - ra.start, pair_budget, K.device)
+            else:
+                block = _block(fa, feats_b(j), ra.stop - ra.start, rb.stop - rb.start, pair_budget, K.device)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
