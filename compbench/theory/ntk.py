@@ -213,6 +213,7 @@ class _Layer:
     use_bias: bool
     mode: str = "grad"  # positions | grad (linear/conv2d); norms always grad
     bytes_per_sample: int = 0
+    tap: Any = None  # a submodule whose input is this layer's output (a norm fused with its activation), or None
 
 
 @dataclass
@@ -224,15 +225,27 @@ class _Calls:
 
 
 # Subclasses whose forward is known to compute exactly what the base class computes.
-_EQUIVALENT_SUBCLASSES = {"timm.layers.norm.LayerNorm"}  # F.layer_norm or an equal fused kernel
+_EQUIVALENT_SUBCLASSES = {
+    "timm.layers.norm.LayerNorm",  # F.layer_norm or an equal fused kernel
+    "timm.layers.linear.Linear",  # F.linear (a dtype cast only when scripted): MobileNetV3's classifier
+}
+
+
+# Norms fused with an activation whose forward is the base class's, then `self.drop`, then `self.act` (submodules):
+# the norm's own output, which its parameters' gradients need, is the input of `drop`.
+_NORM_THEN_DROP = {"timm.layers.norm_act.BatchNormAct2d"}
+
+
+def _qualname(m: torch.nn.Module) -> str:
+    t = type(m)
+    return f"{t.__module__}.{t.__qualname__}"
 
 
 def _exact(m: torch.nn.Module, cls: type) -> bool:
     """`m` is a `cls` whose forward is the stock one (subclasses that change forward are not covered)."""
     if not isinstance(m, cls):
         return False
-    t = type(m)
-    return t.forward is cls.forward or f"{t.__module__}.{t.__qualname__}" in _EQUIVALENT_SUBCLASSES
+    return type(m).forward is cls.forward or _qualname(m) in _EQUIVALENT_SUBCLASSES
 
 
 def _kind(m: torch.nn.Module) -> str | None:
@@ -247,7 +260,10 @@ def _kind(m: torch.nn.Module) -> str | None:
             if m.padding == "same" and any(d * (k - 1) % 2 for d, k in zip(m.dilation, m.kernel_size)):
                 return None  # asymmetric 'same' padding: unfold cannot express it
         return "conv2d"
-    if isinstance(m, nn.modules.batchnorm._BatchNorm) and type(m).forward is nn.modules.batchnorm._BatchNorm.forward:
+    if isinstance(m, nn.modules.batchnorm._BatchNorm) and (
+        type(m).forward is nn.modules.batchnorm._BatchNorm.forward
+        or (_qualname(m) in _NORM_THEN_DROP and isinstance(getattr(m, "drop", None), nn.Module))
+    ):
         return "batchnorm"
     if _exact(m, nn.LayerNorm):
         return "layernorm"
@@ -283,7 +299,7 @@ def _structured_layers(module: torch.nn.Module) -> tuple[list[_Layer], list[str]
             if use:
                 layer_names.append(names[id(p)])
                 covered.add(id(p))
-        layers.append(_Layer(m, kind, layer_names, use_w, use_b))
+        layers.append(_Layer(m, kind, layer_names, use_w, use_b, tap=m.drop if _qualname(m) in _NORM_THEN_DROP else None))
     rest = [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in covered]
     return layers, rest
 
@@ -438,10 +454,20 @@ def _factors(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor, n_o
             if not inp or not torch.is_tensor(inp[0]) or not torch.is_tensor(out) or inp[0].shape[0] != n or out.shape[0] != n:
                 raise _Unsupported(f"a {type(mod).__name__} call is not batch-first")
             rec.inputs.append(_input_factor(layer, inp[0]))
+            if layer.tap is not None:
+                return None  # its output was taken at the tap, before the activation
             rec.outputs.append(out)
             return out.clone()  # later in-place ops (ReLU(inplace=True)) must not touch the recorded output
 
+        def tap(mod, inp, rec=rec):  # noqa: ANN001
+            if len(rec.outputs) != len(rec.inputs) or not inp or not torch.is_tensor(inp[0]) or inp[0].shape[0] != n:
+                raise _Unsupported(f"the {type(mod).__name__} after a fused norm is called on its own")
+            rec.outputs.append(inp[0])
+            return (inp[0].clone(), *inp[1:])  # an in-place activation must not touch the recorded output
+
         handles.append(layer.module.register_forward_hook(hook))
+        if layer.tap is not None:
+            handles.append(layer.tap.register_forward_pre_hook(tap))
     try:
         with torch.enable_grad():
             f = module(x)
