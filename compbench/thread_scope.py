@@ -34,7 +34,16 @@ def _wanted() -> int:
 # set by the first call in and restored by the last out, so no call restores them while another still computes.
 _inside = threading.local()  # this thread's (depth of nested calls, torch's count it found)
 _lock = threading.Lock()
-_blas = [0, None]  # calls inside the policy in every thread, and the threadpoolctl limiter the first one set
+
+
+class _Shared:
+    """The BLAS limit shared by every thread's calls: how many are inside, and the threadpoolctl limiter the first set."""
+
+    calls: int = 0
+    limiter: Any = None
+
+
+_blas = _Shared()
 _RUNS = [0]  # runs in this process whose thread plan is in force (compbench.runner.threads counts them)
 
 
@@ -49,7 +58,7 @@ def run_ended() -> None:
 
 
 def _enter() -> bool:
-    """One more call inside the policy in this thread; False when a run's plan governs or an outer call set it here."""
+    """One more call inside the policy in this thread (the outermost sets it); False when a run's plan governs."""
     depth = getattr(_inside, "depth", 0)
     if depth:
         _inside.depth = depth + 1
@@ -60,11 +69,11 @@ def _enter() -> bool:
 
     wanted = _wanted()
     with _lock:
-        if not _blas[0]:
+        if not _blas.calls:
             from threadpoolctl import threadpool_limits
 
-            _blas[1] = threadpool_limits(limits=wanted, user_api="blas")
-        _blas[0] += 1
+            _blas.limiter = threadpool_limits(limits=wanted, user_api="blas")
+        _blas.calls += 1
     _inside.before = int(torch.get_num_threads())
     # Set even when it reads as wanted: a thread that never set its own count reads the main thread's, which an
     # outer call there may restore while this one computes.
@@ -83,10 +92,10 @@ def _leave() -> None:
 
     torch.set_num_threads(_inside.before)
     with _lock:
-        _blas[0] -= 1
-        if not _blas[0]:
-            _blas[1].restore_original_limits()
-            _blas[1] = None
+        _blas.calls -= 1
+        if not _blas.calls:
+            _blas.limiter.restore_original_limits()
+            _blas.limiter = None
 
 
 @contextmanager

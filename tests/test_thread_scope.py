@@ -110,7 +110,7 @@ def test_the_callers_count_is_restored_when_the_call_raises(monkeypatch):
         with pytest.raises(RuntimeError, match="boom"):
             empirical_ntk(Boom(), torch.ones(4, 3), structured=False)
         assert set(seen) == {1} and torch.get_num_threads() == 3
-        assert thread_scope._blas == [0, None]  # nothing left inside: the next call sets the policy again
+        assert (thread_scope._blas.calls, thread_scope._blas.limiter) == (0, None)  # nothing left inside: the next call sets the policy again
     finally:
         torch.set_num_threads(before)
 
