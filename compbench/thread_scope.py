@@ -29,7 +29,21 @@ def _wanted() -> int:
     return int(value) if value.isdigit() and int(value) >= 1 else 1
 
 
-_inside = threading.local()  # depth of policy_threads in this thread: nested calls change nothing
+# torch's intra-op count belongs to the calling thread (its OpenMP setting; a thread's first write makes it its own):
+# each thread sets and restores its own. The BLAS pools' counts belong to the process: one scope for all threads,
+# set by the first call in and restored by the last out, so no call restores them while another still computes.
+_inside = threading.local()  # this thread's (depth of nested calls, torch's count it found)
+_lock = threading.Lock()
+
+
+class _Shared:
+    """The BLAS limit shared by every thread's calls: how many are inside, and the threadpoolctl limiter the first set."""
+
+    calls: int = 0
+    limiter: Any = None
+
+
+_blas = _Shared()
 _RUNS = [0]  # runs in this process whose thread plan is in force (compbench.runner.threads counts them)
 
 
@@ -43,31 +57,61 @@ def run_ended() -> None:
     _RUNS[0] = max(0, _RUNS[0] - 1)
 
 
-@contextmanager
-def policy_threads() -> Iterator[None]:
-    """torch's and the BLAS pools' threads set to the policy for the block, and restored after it.
+def _enter() -> bool:
+    """One more call inside the policy in this thread (the outermost sets it); False when a run's plan governs."""
+    depth = getattr(_inside, "depth", 0)
+    if depth:
+        _inside.depth = depth + 1
+        return True
+    if _RUNS[0]:
+        return False
+    import torch
 
-    Inside a run (its plan already set, `--threads N` included) it changes nothing.
-    """
-    if _RUNS[0] or getattr(_inside, "depth", 0):  # a run's plan governs, or an outer call already set it
-        yield
+    wanted = _wanted()
+    with _lock:
+        if not _blas.calls:
+            from threadpoolctl import threadpool_limits
+
+            _blas.limiter = threadpool_limits(limits=wanted, user_api="blas")
+        _blas.calls += 1
+    _inside.before = int(torch.get_num_threads())
+    # Set even when it reads as wanted: a thread that never set its own count reads the main thread's, which an
+    # outer call there may restore while this one computes.
+    torch.set_num_threads(wanted)
+    _inside.depth = 1
+    return True
+
+
+def _leave() -> None:
+    """One call out of the policy in this thread; the outermost restores this thread's torch count, the last
+    in the process the BLAS pools'."""
+    _inside.depth -= 1
+    if _inside.depth:
         return
     import torch
-    from threadpoolctl import threadpool_limits
 
-    before = int(torch.get_num_threads())
-    wanted = _wanted()
-    if before != wanted:
-        torch.set_num_threads(wanted)
-    limiter = threadpool_limits(limits=wanted, user_api="blas")
-    _inside.depth = 1
+    torch.set_num_threads(_inside.before)
+    with _lock:
+        _blas.calls -= 1
+        if not _blas.calls:
+            _blas.limiter.restore_original_limits()
+            _blas.limiter = None
+
+
+@contextmanager
+def policy_threads() -> Iterator[None]:
+    """torch's and the BLAS pools' threads set to the policy for the block, and restored after it (also on an exception).
+
+    Nested calls change nothing; calls running at once in several threads each keep their own torch
+    count and share the BLAS limit until the last one leaves. Inside a run (its plan already set,
+    `--threads N` included) it changes nothing.
+    """
+    entered = _enter()
     try:
         yield
     finally:
-        _inside.depth = 0
-        limiter.restore_original_limits()
-        if before != wanted:
-            torch.set_num_threads(before)
+        if entered:
+            _leave()
 
 
 def one_thread(func: F) -> F:

@@ -187,3 +187,39 @@ def test_float32_module_matches_float64_reference():
     K = empirical_ntk(net.float(), x.float())
     assert K.dtype == torch.float64
     assert np.linalg.norm(K.numpy() - ref) / np.linalg.norm(ref) < 1e-4
+
+
+def test_timm_fused_batchnorm_activation_takes_the_structured_engine():
+    """timm's BatchNormAct2d (EfficientNet, MobileNet, RegNet, ByobNet's ConvNormAct) overrides forward: its scale and shift
+    went to the generic engine, a vmap(jacrev) of the whole network per chunk (#34 item 4). Its output is taken at
+    the input of its `drop`, before the activation; the kernel is the generic engine's and brute force's."""
+    import timm
+
+    torch.manual_seed(0)
+    net = timm.create_model("test_efficientnet", pretrained=False, num_classes=1, in_chans=1).double()
+    fused = [m for m in net.modules() if type(m).__name__ == "BatchNormAct2d"]
+    assert fused
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for m in fused:
+            m.running_mean.copy_(torch.rand(m.running_mean.shape, generator=gen, dtype=torch.float64) - 0.5)
+            m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen, dtype=torch.float64) + 0.5)
+            m.weight.copy_(torch.rand(m.weight.shape, generator=gen, dtype=torch.float64) + 0.5)
+            m.bias.copy_(torch.rand(m.bias.shape, generator=gen, dtype=torch.float64) - 0.5)
+    cov = structured_coverage(net)
+    assert cov["generic"] == []  # before: the 26 scale and shift tensors of its BatchNormAct2d layers
+    x, z = inputs((1, 32, 32), 5, 2), inputs((1, 32, 32), 3, 3)
+    K, Kg = empirical_ntk(net, x), empirical_ntk(net, x, structured=False)
+    assert rel_err(K, Kg) < 1e-12
+    assert rel_err(empirical_ntk(net, x[:3], z), brute_force(net, x[:3], z)) < 1e-12
+
+
+def test_timm_linear_takes_the_structured_engine():
+    """timm.layers.Linear (MobileNetV3's classifier) computes F.linear: covered like nn.Linear, not by the generic engine."""
+    from timm.layers import Linear
+
+    torch.manual_seed(0)
+    net = nn.Sequential(Linear(6, 8), nn.Tanh(), Linear(8, 1)).double()
+    assert structured_coverage(net)["generic"] == []  # before: all four tensors
+    x = inputs((6,), 5, 2)
+    assert rel_err(empirical_ntk(net, x), brute_force(net, x, x)) < 1e-12

@@ -87,3 +87,82 @@ def test_the_answer_is_the_same_with_the_policy():
     y = rng.normal(size=20)
     got = kernel_regression(K, K[:3], y)
     np.testing.assert_allclose(got, K[:3] @ np.linalg.solve(K, y), rtol=1e-8)
+
+
+def test_the_callers_count_is_restored_when_the_call_raises(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    seen = []
+
+    class Boom(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            seen.append(torch.get_num_threads())
+            if len(seen) > 1:  # the kernel's own pass, after the output-width probe
+                raise RuntimeError("boom")
+            return self.lin(x)
+
+    try:
+        with pytest.raises(RuntimeError, match="boom"):
+            empirical_ntk(Boom(), torch.ones(4, 3), structured=False)
+        assert set(seen) == {1} and torch.get_num_threads() == 3
+        assert (thread_scope._blas.calls, thread_scope._blas.limiter) == (0, None)  # nothing left inside: the next call sets the policy again
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_after_evaluate_a_library_call_still_gets_the_policy(tmp_path, monkeypatch):
+    """evaluate() trains several jobs in this process; afterwards the caller's count is back and theory calls are scoped again."""
+    import compbench
+    from tiny_suites import kernel_suite
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    suite = tmp_path / "k.yaml"
+    suite.write_text(kernel_suite("k", "leak"))
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        results = compbench.evaluate(suite, out=tmp_path / "out", executor="local", workers=1)
+        assert len(results.to_pandas()) >= 2 and not results.errors  # several jobs trained here
+        assert torch.get_num_threads() == 3
+        # Before the fix each job after the first marked the run again and only one mark was undone: library
+        # calls in this process stayed at the caller's 3 threads for good.
+        assert _threads_seen_inside(monkeypatch, None) == (1, 3)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_ntk_matvec_closure_runs_at_the_policy(monkeypatch):
+    """ntk_matvec returns a function; its products run when it is called, under the policy too."""
+    from compbench.theory import ntk_matvec
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1, dtype=torch.float64)
+
+        def forward(self, x):
+            seen.append(torch.get_num_threads())
+            return self.lin(x).squeeze(-1)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        x = torch.randn(5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        module = Probe()
+        mv = ntk_matvec(module, x)
+        seen.clear()
+        v = torch.ones(5, dtype=torch.float64)
+        got = mv(v)
+        assert seen and set(seen) == {1} and torch.get_num_threads() == 3
+        K = empirical_ntk(module, x)
+        torch.testing.assert_close(got, K @ v, rtol=1e-10, atol=1e-12)
+    finally:
+        torch.set_num_threads(before)

@@ -201,9 +201,9 @@ class SuiteRunner(StoreView):
         imports it; a job that trains does, first, so that every record of a run states the same
         torch version and thread count (`threads`, `determinism`), whichever adapter ran first.
         """
-        applied = apply_in_this_process(self.threads)
-        if not self._applied or applied.blas is not None:  # the first (torch's count before) and every BLAS limit
-            self._applied.append(applied)
+        # Every apply is kept and undone in reverse: each one marks the run in force for compbench's library
+        # calls (thread_scope), and an apply not undone left them inert in this process after the run.
+        self._applied.append(apply_in_this_process(self.threads))
 
     def _reusable(self, key: str, code: str) -> bool:
         """A stored record is reused when it did not fail and the same code computed it (else it is stale)."""

@@ -137,13 +137,9 @@ def _generic_ntk(
     def chunks(x: torch.Tensor) -> list[slice]:
         return [slice(i, min(i + chunk_size, x.shape[0])) for i in range(0, x.shape[0], chunk_size)]
 
-    def gram(ja: list[torch.Tensor], jb: list[torch.Tensor]) -> torch.Tensor:
+    def as_features(js: list[torch.Tensor]) -> list[Any]:
         # Products in float64 so that summing many parameters loses nothing.
-        out = None
-        for ga, gb in zip(ja, jb):
-            term = ga.to(torch.float64) @ gb.to(torch.float64).T
-            out = term if out is None else out + term
-        return out
+        return [("grad", g.to(torch.float64)) for g in js]
 
     symmetric = xb is None
     other = xa if symmetric else xb
@@ -169,11 +165,11 @@ def _generic_ntk(
         for j, sb in enumerate(slices_b):
             if symmetric and j > i:
                 break
-            jb = ja if (symmetric and j == i) else jac_b(j)
-            block = gram(ja, jb)
-            if symmetric and j == i:
-                block = _mirror_upper(block)
             ra, rb = _rows(sa, R), _rows(sb, R)
+            if symmetric and j == i:
+                block = _symmetric_block(as_features(ja), ra.stop - ra.start, 0, K.device)
+            else:
+                block = _block(as_features(ja), as_features(jac_b(j)), ra.stop - ra.start, rb.stop - rb.start, 0, K.device)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
@@ -194,9 +190,8 @@ def _mirror_upper(block: torch.Tensor) -> torch.Tensor:
     A matrix product A·Aᵀ need not be bitwise symmetric (the two halves may be summed in other
     orders); the kernel of a sample pair must not depend on which comes first.
     """
-    import torch
-
-    return torch.triu(block) + torch.triu(block, 1).T
+    block.triu_()  # in place: a Gram of a few thousand rows is hundreds of MB, copied twice before
+    return block.add_(block.triu(1).T)
 
 
 def _rows(s: slice, r: int) -> slice:
@@ -218,6 +213,7 @@ class _Layer:
     use_bias: bool
     mode: str = "grad"  # positions | grad (linear/conv2d); norms always grad
     bytes_per_sample: int = 0
+    tap: Any = None  # a submodule whose input is this layer's output (a norm fused with its activation), or None
 
 
 @dataclass
@@ -229,15 +225,27 @@ class _Calls:
 
 
 # Subclasses whose forward is known to compute exactly what the base class computes.
-_EQUIVALENT_SUBCLASSES = {"timm.layers.norm.LayerNorm"}  # F.layer_norm or an equal fused kernel
+_EQUIVALENT_SUBCLASSES = {
+    "timm.layers.norm.LayerNorm",  # F.layer_norm or an equal fused kernel
+    "timm.layers.linear.Linear",  # F.linear (a dtype cast only when scripted): MobileNetV3's classifier
+}
+
+
+# Norms fused with an activation whose forward is the base class's, then `self.drop`, then `self.act` (submodules):
+# the norm's own output, which its parameters' gradients need, is the input of `drop`.
+_NORM_THEN_DROP = {"timm.layers.norm_act.BatchNormAct2d"}
+
+
+def _qualname(m: torch.nn.Module) -> str:
+    t = type(m)
+    return f"{t.__module__}.{t.__qualname__}"
 
 
 def _exact(m: torch.nn.Module, cls: type) -> bool:
     """`m` is a `cls` whose forward is the stock one (subclasses that change forward are not covered)."""
     if not isinstance(m, cls):
         return False
-    t = type(m)
-    return t.forward is cls.forward or f"{t.__module__}.{t.__qualname__}" in _EQUIVALENT_SUBCLASSES
+    return type(m).forward is cls.forward or _qualname(m) in _EQUIVALENT_SUBCLASSES
 
 
 def _kind(m: torch.nn.Module) -> str | None:
@@ -252,7 +260,10 @@ def _kind(m: torch.nn.Module) -> str | None:
             if m.padding == "same" and any(d * (k - 1) % 2 for d, k in zip(m.dilation, m.kernel_size)):
                 return None  # asymmetric 'same' padding: unfold cannot express it
         return "conv2d"
-    if isinstance(m, nn.modules.batchnorm._BatchNorm) and type(m).forward is nn.modules.batchnorm._BatchNorm.forward:
+    if isinstance(m, nn.modules.batchnorm._BatchNorm) and (
+        type(m).forward is nn.modules.batchnorm._BatchNorm.forward
+        or (_qualname(m) in _NORM_THEN_DROP and isinstance(getattr(m, "drop", None), nn.Module))
+    ):
         return "batchnorm"
     if _exact(m, nn.LayerNorm):
         return "layernorm"
@@ -288,7 +299,7 @@ def _structured_layers(module: torch.nn.Module) -> tuple[list[_Layer], list[str]
             if use:
                 layer_names.append(names[id(p)])
                 covered.add(id(p))
-        layers.append(_Layer(m, kind, layer_names, use_w, use_b))
+        layers.append(_Layer(m, kind, layer_names, use_w, use_b, tap=m.drop if _qualname(m) in _NORM_THEN_DROP else None))
     rest = [n for n, p in module.named_parameters() if p.requires_grad and id(p) not in covered]
     return layers, rest
 
@@ -443,10 +454,20 @@ def _factors(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor, n_o
             if not inp or not torch.is_tensor(inp[0]) or not torch.is_tensor(out) or inp[0].shape[0] != n or out.shape[0] != n:
                 raise _Unsupported(f"a {type(mod).__name__} call is not batch-first")
             rec.inputs.append(_input_factor(layer, inp[0]))
+            if layer.tap is not None:
+                return None  # its output was taken at the tap, before the activation
             rec.outputs.append(out)
             return out.clone()  # later in-place ops (ReLU(inplace=True)) must not touch the recorded output
 
+        def tap(mod, inp, rec=rec):  # noqa: ANN001
+            if len(rec.outputs) != len(rec.inputs) or not inp or not torch.is_tensor(inp[0]) or inp[0].shape[0] != n:
+                raise _Unsupported(f"the {type(mod).__name__} after a fused norm is called on its own")
+            rec.outputs.append(inp[0])
+            return (inp[0].clone(), *inp[1:])  # an in-place activation must not touch the recorded output
+
         handles.append(layer.module.register_forward_hook(hook))
+        if layer.tap is not None:
+            handles.append(layer.tap.register_forward_pre_hook(tap))
     try:
         with torch.enable_grad():
             f = module(x)
@@ -555,27 +576,76 @@ def _plan(module: torch.nn.Module, layers: list[_Layer], x: torch.Tensor, n_out:
     return max(1, total), bad
 
 
-def _pair(fa: Any, fb: Any, budget: int) -> torch.Tensor:
-    """One layer's Gram block between two chunks."""
-    import torch
-
+def _pair_into(out: torch.Tensor, fa: Any, fb: Any, budget: int) -> None:
+    """Add one layer's Gram block between two sets of rows to `out` (written in place, no block-sized temporary
+    for a gradient feature)."""
     if fa[0] == "grad":
-        return fa[1] @ fb[1].T
+        out.addmm_(fa[1], fb[1].T)
+        return
     _, Aa, Ga = fa
     _, Ab, Gb = fb
     na, T, da = Aa.shape
     nb, S, _ = Ab.shape
     if T == 1 and S == 1:
-        return (Aa[:, 0] @ Ab[:, 0].T) * (Ga[:, 0] @ Gb[:, 0].T)
-    out = torch.empty(na, nb, dtype=torch.float64, device=Aa.device)
+        out.addcmul_(Aa[:, 0] @ Ab[:, 0].T, Ga[:, 0] @ Gb[:, 0].T)
+        return
     rows = max(1, budget // max(1, 2 * nb * T * S * 8))
     Ab2, Gb2 = Ab.reshape(nb * S, -1), Gb.reshape(nb * S, -1)
     for s in range(0, na, rows):
         e = min(na, s + rows)
         AA = (Aa[s:e].reshape((e - s) * T, -1) @ Ab2.T).reshape(e - s, T, nb, S)
         GG = (Ga[s:e].reshape((e - s) * T, -1) @ Gb2.T).reshape(e - s, T, nb, S)
-        out[s:e] = (AA * GG).sum(dim=(1, 3))
+        out[s:e] += (AA * GG).sum(dim=(1, 3))
+
+
+def _feature_rows(f: Any, lo: int, hi: int) -> Any:
+    """Rows lo..hi−1 of a feature (one row per kernel row, whichever its kind)."""
+    return (f[0], *(t[lo:hi] for t in f[1:]))
+
+
+def _block(fa: list[Any], fb: list[Any], rows: int, cols: int, budget: int, device: Any) -> torch.Tensor:
+    """Σ over layers of the Gram block between two chunks' features (None: a layer not used)."""
+    import torch
+
+    out = torch.zeros(rows, cols, dtype=torch.float64, device=device)
+    for la, lb in zip(fa, fb):
+        if la is not None and lb is not None:
+            _pair_into(out, la, lb, budget)
     return out
+
+
+# A symmetric Gram's leaves: blocks of at most this many rows on its diagonal are computed whole (the rest of it by
+# half products); below a few hundred rows a matrix product loses more to its shape than a triangle saves.
+_HALF_LEAF = 256
+
+
+def _symmetric_block(f: list[Any], rows: int, budget: int, device: Any) -> torch.Tensor:
+    """Σ over layers of a chunk's Gram with itself, computed as a half product and mirrored: exactly symmetric.
+
+    The rows are halved recursively: the two diagonal halves recurse, the block above the diagonal is one full
+    product written in place, the block below it is never computed; at `_HALF_LEAF` rows or fewer a diagonal
+    block is computed whole. The work is (1 + leaf/rows)/2 of the full product's, in products of large shapes.
+    """
+    import torch
+
+    out = torch.zeros(rows, rows, dtype=torch.float64, device=device)
+    live = [g for g in f if g is not None]
+
+    def fill(lo: int, hi: int) -> None:
+        if hi - lo <= _HALF_LEAF:
+            for g in live:
+                part = _feature_rows(g, lo, hi)
+                _pair_into(out[lo:hi, lo:hi], part, part, budget)
+            return
+        mid = (lo + hi) // 2
+        fill(lo, mid)
+        for g in live:
+            _pair_into(out[lo:mid, mid:hi], _feature_rows(g, lo, mid), _feature_rows(g, mid, hi), budget)
+        fill(mid, hi)
+
+    if rows:
+        fill(0, rows)
+    return _mirror_upper(out)
 
 
 def _structured_ntk(
@@ -618,14 +688,11 @@ def _structured_ntk(
         for j, sb in enumerate(slices_b):
             if symmetric and j > i:
                 break
-            fb = fa if (symmetric and j == i) else feats_b(j)
             ra, rb = _rows(sa, R), _rows(sb, R)
-            block = torch.zeros(ra.stop - ra.start, rb.stop - rb.start, dtype=torch.float64, device=xa.device)
-            for la, lb in zip(fa, fb):
-                if la is not None and lb is not None:
-                    block += _pair(la, lb, pair_budget)
             if symmetric and j == i:
-                block = _mirror_upper(block)
+                block = _symmetric_block(fa, ra.stop - ra.start, pair_budget, K.device)
+            else:
+                block = _block(fa, feats_b(j), ra.stop - ra.start, rb.stop - rb.start, pair_budget, K.device)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T

@@ -242,6 +242,7 @@ def ntk_matvec(
     xa = op.inputs(x)
     xb = xa if x_b is None else op.inputs(x_b)
 
+    @one_thread  # the products run when the closure is called, after ntk_matvec returned
     def matvec(v: torch.Tensor) -> torch.Tensor:
         import torch
 

@@ -67,11 +67,13 @@ def table(report: dict) -> str:
             median = b["stats"]["median"]
             cells.append(f"{_label(b)}: {_fmt_time(median)} (×{median / fastest:.1f})")
             if "gflops" in b.get("extra_info", {}):
-                flops.append((_label(b), b["extra_info"]["gflop"], median, b["extra_info"]["gflops"]))
+                info = b["extra_info"]
+                flops.append((_label(b), info["gflop"], median, info["gflops"], info.get("useful_gflops")))
         lines.append(f"| {group} | {'; '.join(cells)} |")
     if flops:
-        lines += ["", "| computation | GFLOP | median | GFLOP/s |", "|---|---|---|---|"]
-        lines += [f"| {name} | {gflop:.2f} | {_fmt_time(t)} | {rate:.1f} |" for name, gflop, t, rate in flops]
+        lines += ["", "| computation | GFLOP | median | GFLOP/s | GFLOP/s of the whole product |", "|---|---|---|---|---|"]
+        lines += [f"| {name} | {gflop:.2f} | {_fmt_time(t)} | {rate:.1f} | {'—' if useful is None else f'{useful:.1f}'} |"
+                  for name, gflop, t, rate, useful in flops]
     return "\n".join(lines)
 
 
