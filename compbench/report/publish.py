@@ -358,10 +358,11 @@ def claim_results_dir(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True)
     """The one rule of every command that writes a results directory: compbench writes only into its own.
 
     A folder is compbench's when it is missing or empty, holds the marker `.compbench` (written
-    here, when compbench first claims it, before any other file of it), or holds what compbench wrote before the marker existed:
-    a summary.json naming a suite, or a store. Anything else is a folder of the user's (`--results .`
-    would replace their records.csv and plots) and is refused, as are `/`, the home directory and
-    the suites' folders, whatever they hold. `claim`: write the marker (making the folder) if missing.
+    here, when compbench first claims it, before any other file of it), or holds what compbench
+    wrote before the marker existed: a summary.json naming a suite, or a store. Anything else is a
+    folder of the user's (`--results .` would replace their records.csv and plots) and is refused,
+    as are `/`, the home directory and the suites' folders, whatever they hold. `claim`: write the
+    marker (making the folder) if missing.
     """
     _refuse_special(out_dir, loaded)
     if out_dir.exists() and not out_dir.is_dir():
