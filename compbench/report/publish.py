@@ -354,22 +354,26 @@ def claim_results_dir(out_dir: Path, loaded: LoadedSuite, *, claim: bool = True)
     """The one rule of every command that writes a results directory: compbench writes only into its own.
 
     A folder is compbench's when it is missing or empty, holds the marker `.compbench` (written
-    here, when compbench first claims it), or holds what compbench wrote before the marker existed:
-    a summary.json naming a suite, or a store. Anything else is a folder of the user's (`--results .`
-    would replace their records.csv and plots) and is refused, as are `/`, the home directory and
-    the suites' folders, whatever they hold. `claim`: write the marker (making the folder) if missing.
+    here, when compbench first claims it, before any other file of it), or holds what compbench
+    wrote before the marker existed: a summary.json naming a suite, or a store. Anything else is a
+    folder of the user's (`--results .` would replace their records.csv and plots) and is refused,
+    as are `/`, the home directory and the suites' folders, whatever they hold. `claim`: write the
+    marker (making the folder) if missing.
     """
     _refuse_special(out_dir, loaded)
     if out_dir.exists() and not out_dir.is_dir():
         raise ForeignResultsError(f"{out_dir}: is not a folder; pass a folder for the results "
                                   f"(--results results/{loaded.name})")
+    # Listed before the marker is looked for: two runs started together claim one folder, and a concurrent run
+    # writes its marker before anything else, so whatever of its files this listing shows, the look below finds
+    # its marker (looked for first, a marker written between the look and the listing made the folder "foreign").
+    # Another run's half-written marker (its temporary) is not the user's either.
+    held = sorted(p.name for p in out_dir.iterdir() if not is_temporary(p.name)) if out_dir.is_dir() else []
     if read_contained(out_dir, MARKER_FILE) is not None:
         return
     owner = _read_json(out_dir, SUMMARY_FILE).get("suite")
     # A store file, whatever its state: the store itself refuses one that is not a compbench store (its message).
     ours = isinstance(owner, str) and bool(owner) or os.path.lexists(out_dir / "store" / "records.sqlite")
-    # Another run's half-written marker is not the user's: two runs started together claim one folder.
-    held = sorted(p.name for p in out_dir.iterdir() if not is_temporary(p.name)) if out_dir.is_dir() else []
     if not ours and held:
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
         raise ForeignResultsError(
