@@ -461,3 +461,24 @@ def test_a_ctrl_c_just_after_begin_leaves_no_transaction_and_no_lock(tmp_path):
     with _immediate(db):
         db.execute("INSERT INTO t VALUES (4)")
     assert sorted(x for (x,) in other.execute("SELECT x FROM t")) == [2, 4]
+
+
+def test_a_store_deleted_after_the_last_write_is_said_at_the_end_of_the_run(tmp_path, monkeypatch):
+    """run_suite verifies the store after its runner closed it: the check read only an open connection, so a store
+    deleted between the run's last write and its end went unsaid (the run reported cells the disk no longer held)."""
+    from compbench.runner.run import run_suite
+    from compbench.store.records import StoreGoneError
+    from compbench.suite import load_suite
+
+    suite = write(tmp_path, "two.yaml", TWO_MODELS)
+    out = tmp_path / "out"
+    original = ResultStore.close
+
+    def close_then_lose_the_file(self):
+        original(self)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    monkeypatch.setattr(ResultStore, "close", close_then_lose_the_file)
+    with pytest.raises(StoreGoneError, match="was deleted while this run was writing to it"):
+        run_suite(load_suite(suite), out, device="cpu", executor="local", progress=False)

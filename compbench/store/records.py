@@ -399,8 +399,10 @@ class ResultStore:
             self._connect(create=False)
 
     def verify(self) -> None:
-        """Raise StoreGoneError if the store file was deleted or replaced since this process opened it."""
-        if self._db is not None:
+        """Raise StoreGoneError if the store file was deleted or replaced since this process opened it (open or closed)."""
+        # The identity outlives close(): a run verifies after its runner closed the store, and checking only an open
+        # connection made that end-of-run check a no-op.
+        if self._identity is not None:
             self._check_same_file()
 
     def __iter__(self) -> Iterator[CellRecord]:
