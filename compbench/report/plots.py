@@ -234,7 +234,7 @@ def theory_scatter(  # type: ignore[no-untyped-def]
         step = DODGE * (xl.hi - xl.lo) / max(len(at_zero), 1) if len(at_zero) > 1 else 0.0
         offsets = {k: (n - (len(at_zero) - 1) / 2) * step for n, k in enumerate(at_zero)}
         n_clipped = 0
-        model_handles = []
+        model_handles: list[Any] = []
         for i, model, th, pr, kernel, label in drawn:
             k = len(model_handles)
             shift = np.where(np.abs(th) <= 1e-9 * scale, offsets.get(k, 0.0), 0.0)
@@ -308,10 +308,10 @@ def grid_heatmaps(  # type: ignore[no-untyped-def]
         ok = _ok(recs)
         if ok:
             first = min(ok, key=lambda r: r.seed)
-            values = np.asarray(first.predictions, dtype=float)
-            if values.ndim == 2:  # multi-class: the predicted class, on the truth's scale
-                values = np.argmax(values, axis=1).astype(float)
-            panels.append((f"{m} (seed {first.seed})", values, ""))
+            shown = np.asarray(first.predictions, dtype=float)
+            if shown.ndim == 2:  # multi-class: the predicted class, on the truth's scale
+                shown = np.argmax(shown, axis=1).astype(float)
+            panels.append((f"{m} (seed {first.seed})", shown, ""))
         else:
             panels.append((m, None, _failure_label(m, recs) or "no result"))
     panels += [(m, None, f"{m}: missing (no stored result)") for m in missing]
@@ -607,7 +607,7 @@ def similarity_scatter(task: str, records: list[Record], data: Any, colors: dict
         xs, ys = [], []
         for r in (r for r in ok if r.model == model):
             err = cell_errors(r, data)
-            pairs = [(s, e) for s, e in zip(r.nearest_train, err) if s is not None and math.isfinite(e)]
+            pairs = [(s, e) for s, e in zip(r.nearest_train or (), err) if s is not None and math.isfinite(e)]
             xs += [s for s, _ in pairs]
             ys += [e for _, e in pairs]
         ax.scatter(xs, ys, s=9, alpha=0.6, color=colors.get(model, f"C{k % 10}"), edgecolors="none")

@@ -17,7 +17,7 @@ from compbench.files import OutputError, is_temporary, read_contained, sha256_co
 from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.scoring.expectations import Verdict, evaluate_expectations
-from compbench.outcome import SUMMARY_FILE
+from compbench.outcome import SUMMARY_FILE, SuiteOutcome
 from compbench.report.run_config import CONFIG_KEYS, RunConfig
 from compbench.suite import LoadedSuite
 
@@ -486,7 +486,7 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
 def rebuild(
     out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
     *, profile: str | None = None, config: RunConfig | None = None, source: Path | None = None,
-):  # -> tuple[SuiteOutcome, list[Path]]
+) -> tuple[SuiteOutcome, list[Path]]:
     """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files.
 
     `config`: the configuration `loaded` was built with (`report.run_config`), recorded in summary.json

@@ -161,7 +161,7 @@ def _rows_key(records: list[CellRecord]) -> tuple[dict[str, list[str]], set[str]
     return {g: list(ms) for g, ms in members.items()}, big
 
 
-def _status_of(recs: list[dict[str, Any]]) -> str:
+def _status_of(recs: list[CellRecord]) -> str:
     """ok (every record scored), partial (some failed), error, skipped, or missing (no record)."""
     if not recs:
         return MISSING
@@ -210,7 +210,7 @@ class CellStats:
         return vals + mark + failed
 
 
-def _beats(ok: list[dict[str, Any]], metric: str) -> tuple[float, float, float, bool]:
+def _beats(ok: list[CellRecord], metric: str) -> tuple[float, float, float, bool]:
     """(theory mean, mean gap, SE of the gap, beats): score above the model's own kernel-theory score
     by more than 2 standard errors over seeds, and above 0 (needs ≥ 2 seeds to judge the noise)."""
     theory = _theory_metric(metric)
@@ -241,7 +241,7 @@ def leaderboard_cells(
     records = as_records(records)
     expected = list(expected)
     members, big = _rows_key(records)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in records:
         if r.group in big and r.skipped:
             continue  # invalid sweep members (e.g. non-PSD kernels) are counted in the sweep table
@@ -532,7 +532,7 @@ def _constant(vals: np.ndarray) -> bool:
     return float(np.sum((vals - vals.mean()) ** 2)) <= 1e-12 * len(vals) * max(1.0, float(np.mean(vals**2)))
 
 
-def _r2_note(ok: list[dict[str, Any]], test_mask: np.ndarray | None) -> tuple[int, str]:
+def _r2_note(ok: list[CellRecord], test_mask: np.ndarray | None) -> tuple[int, str]:
     """(held-out cells, why an R² against the theory means nothing or "")."""
     n = int(test_mask.sum()) if test_mask is not None else int(ok[0].n_test or 0) if ok else 0
     if n and n < MIN_R2_CELLS:
@@ -554,7 +554,7 @@ def theory_stats(
     records = as_records(records)
     expected = list(expected)
     members, big = _rows_key(records)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in records:
         if r.group in big and r.skipped:
             continue
@@ -669,7 +669,8 @@ def sweep_table(records: list[CellRecord]) -> Table | None:
     for r in records:
         if r.group in big and r.ok:
             by[(r.group, r.task)][r.model].append(r.metrics[_score_metric(r)])
-    rows, keys, meta = [], {}, []
+    rows: list[list[str]] = []
+    keys, meta = {}, []
     for (group, task), per_member in sorted(by.items()):
         means = [float(np.mean(v)) for v in per_member.values()]
         recs = [r for r in records if r.group == group and r.task == task]
@@ -755,10 +756,11 @@ def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected
     """Per (model, task) cell: every seed's score, the theory's kernel, wall time and error text (HTML link targets)."""
     records = as_records(records)
     labels, cells = leaderboard_cells(records, tasks, expected)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in records:
         by[(r.model, r.task)].append(r)
-    rows, ids, meta = [], {}, []
+    rows: list[list[str]] = []
+    ids, meta = {}, []
     for label in labels:
         for task in tasks:
             cell = cells.get((label, task))
@@ -771,7 +773,7 @@ def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected
             )
             ok = [r for r in recs if r.ok]
             kernel = f"{ok[0].theory_kernel or '–'}/{ok[0].theory_objective or '–'}" if ok else "–"
-            wall = sum(float(r.wall_time or 0.0) for r in recs)
+            wall = sum((float(r.wall_time or 0.0) for r in recs), 0.0)
             errors = list(dict.fromkeys(str(r.message) for r in recs if not r.ok and r.message))
             ids[len(rows)] = cell_anchor(label, task)
             meta.append({"model": label, "task": task, "status": cell.status})

@@ -104,7 +104,7 @@ def _check_reporter(name: str, obj: object) -> Reporter:
     if obj.write is Reporter.write:
         raise PluginError(f"report writer {name!r} does not implement write(ctx)")
     instance = obj()
-    instance.name = name  # the instance's, not the class's: a class registered twice keeps each name
+    instance.name = name  # type: ignore[misc]  # the instance's, not the class's: a class registered twice keeps each name
     return instance
 
 
