@@ -22,7 +22,7 @@ from compbench.records import CellError, CellRecord, Status
 from compbench.report.tables import above_chance, leaderboard, leaderboard_cells
 from compbench.report.terminal import print_leaderboard
 from compbench.runner.progress import NETWORK_COST, Progress, job_cost, weighted_eta
-from tiny_suites import kernel_suite
+from tiny_suites import kernel_suite, scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -227,15 +227,7 @@ def test_verbose_run_prints_a_progress_line_naming_each_job(tmp_path, capsys):
     assert "[conv] jobs 2/2 (2 done, 0 cached, 0 failed, 0 skipped), ETA 0:00, last overlap on te" in err
 
 
-PLUGIN_SUITE = """\
-name: plug
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence}
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+PLUGIN_SUITE = scenario("plug-small")  # tests/suites/plug-small.yaml
 
 
 @pytest.mark.slow

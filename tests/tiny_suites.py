@@ -19,13 +19,24 @@ SUITES = Path(__file__).parent / "suites"
 ROOT = Path(__file__).parent.parent  # the checkout whose code the subprocesses import
 
 
+def scenario(name: str) -> str:
+    """tests/suites/NAME.yaml as written, less its leading comment lines (so a test's line numbers are the suite's)."""
+    lines = (SUITES / f"{name}.yaml").read_text(encoding="utf-8").splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
 def suite_text(base: str = "te", **overrides: Any) -> str:
-    """The scenario tests/suites/BASE.yaml with top-level keys replaced (None removes a key), as YAML text.
+    """The scenario tests/suites/BASE.yaml with top-level keys replaced (None removes a key), as YAML text; without
+    overrides, the file's text itself.
 
     A list's string items are YAML flow mappings, so a test writes a model as the suite file would:
     `models=["{id: k, adapter: kernel, params: {kernel: relu_ntk}}"]`.
     """
-    doc = yaml.safe_load((SUITES / f"{base}.yaml").read_text(encoding="utf-8"))
+    if not overrides:
+        return scenario(base)
+    doc = yaml.safe_load(scenario(base))
     for key, value in overrides.items():
         if value is None:
             doc.pop(key, None)
@@ -54,7 +65,7 @@ def write_suite(directory: Path, base: str = "te", *, file: str = "suite.yaml", 
     path.write_text(suite_text(base, **overrides), encoding="utf-8")
     return path
 
-TINY = (SUITES / "tiny.yaml").read_text(encoding="utf-8").split("\n", 1)[1]  # without its comment line
+TINY = scenario("tiny")
 
 # Expectations the kernel scenarios below pick from by id (a test fixture's source, as every claim needs one).
 _CLAIMS = {
