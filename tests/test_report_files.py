@@ -18,17 +18,11 @@ import pytest
 import compbench.files
 from compbench.cli import main
 from compbench.files import OutputError, remove_contained, write_atomic
+from tiny_suites import suite_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TINY = """\
-name: tiny
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+TINY = suite_text("add", name="tiny")
 OTHER = TINY.replace("name: tiny", "name: other").replace("weights: [0.0, 0.4, 1.0]", "weights: [0.0, 0.3, 1.0]")
 
 
