@@ -22,7 +22,7 @@ from compbench.records import CellError, CellRecord, Status
 from compbench.report.tables import above_chance, leaderboard, leaderboard_cells
 from compbench.report.terminal import print_leaderboard
 from compbench.runner.progress import NETWORK_COST, Progress, job_cost, weighted_eta
-from tiny_suites import kernel_suite, scenario
+from tiny_suites import kernel_suite, scenario, suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,15 +44,8 @@ class _Boom(Adapter):
 
 KERNELS = kernel_suite("conv", "leak", "impossible", relu=False)
 
-WITH_BOOM = """\
-name: boomy
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: boom, adapter: boom-for-cli-conventions}
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+WITH_BOOM = suite_text("add", name="boomy", models=["{id: boom, adapter: boom-for-cli-conventions}",
+                                                  "{id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"])
 
 
 def _suite(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:

@@ -18,21 +18,14 @@ from pathlib import Path
 import pytest
 
 from compbench.limits import MAX_SEED
-from tiny_suites import Result, cli
+from tiny_suites import Result, cli, suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 
 
-TINY = """\
-name: hostile3
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence, params: {classes: [2, 2]}}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-"""
+TINY = suite_text("te22", name="hostile3")
 
 
 def write(tmp: Path, name: str, text: str) -> Path:

@@ -37,6 +37,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_suites import suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = "@@compbench-driver-results@@"
@@ -156,14 +157,7 @@ def assert_refused(path: Path, res: Result, *, line: int | None = None, says: tu
     assert res.growth_mb < growth_mb, f"grew by {res.growth_mb} MB: {res.err}"
 
 
-TINY = """\
-name: hostile
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence, params: {classes: [2, 2]}}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-"""
+TINY = suite_text("te22", name="hostile")
 TINY_LINES = TINY.count("\n")  # lines of TINY; text appended starts at TINY_LINES + 1
 
 

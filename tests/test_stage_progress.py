@@ -9,6 +9,7 @@ import pytest
 
 from compbench.runner.progress import Progress
 from compbench.stage_progress import listening, report
+from tiny_suites import suite_text
 
 torch = pytest.importorskip("torch")
 
@@ -76,14 +77,7 @@ WIDE = textwrap.dedent('''
     def wide(in_shape, n_out):
         return nn.Sequential(nn.Linear(in_shape[0], 2048), nn.ReLU(), nn.Linear(2048, n_out))
 ''')
-SUITE = """\
-name: stages
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: wide, adapter: wide.py:wide, params: {steps: 2, ntk_max_memory: 1048576}}
-"""
+SUITE = suite_text("add", name="stages", models=["{id: wide, adapter: wide.py:wide, params: {steps: 2, ntk_max_memory: 1048576}}"])
 
 
 @pytest.mark.parametrize("executor", ["local", "process"])
