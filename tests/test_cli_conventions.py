@@ -54,6 +54,7 @@ def _suite(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_version_flag_and_python_m(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
@@ -87,6 +88,7 @@ def test_task_filter_runs_only_its_tasks_and_judges_the_run_as_partial(tmp_path,
     assert "--task nope zzz matches no task of suite conv (tasks: add, te)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_results_is_the_one_name_and_out_still_works_on_run_and_report(tmp_path, capsys):
     suite = _suite(tmp_path, KERNELS.split("expectations:")[0])
     assert main(["run", "--suite", str(suite), "--out", str(tmp_path / "a"), "-q"]) == 0
@@ -153,6 +155,7 @@ def test_rich_leaderboard_prints_sweep_labels_literally_and_errors_after_it():
     assert f"  {label} on te: CUDA out of memory. Tried to allocate 2 GiB" in text.splitlines()
 
 
+@pytest.mark.slow
 def test_errors_are_shown_on_the_terminal_and_in_leaderboard_md(tmp_path, capsys):
     suite = _suite(tmp_path, WITH_BOOM)
     out = tmp_path / "out"
@@ -212,6 +215,7 @@ def test_eta_weighs_jobs_by_cost_and_the_line_names_the_job():
     assert progress.status().endswith("running lazy on te")
 
 
+@pytest.mark.slow
 def test_verbose_run_prints_a_progress_line_naming_each_job(tmp_path, capsys):
     suite = _suite(tmp_path, KERNELS.split("expectations:")[0])
     assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "o"), "-v"]) == 0

@@ -127,6 +127,7 @@ def test_a_reference_loaded_before_is_loaded_again_not_taken_for_an_adapter_name
 PLUGIN_SUITE = suite_text("add", name="plug", seeds=2)
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_adds_a_model_from_a_file(pytester):
     pytester.makefile(".yaml", plug=PLUGIN_SUITE)
     (pytester.path / "net.py").write_text(NET, encoding="utf-8")

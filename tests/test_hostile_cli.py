@@ -196,6 +196,7 @@ def test_generated_member_ids_stay_file_name_sized(tmp_path):
     refused(res, f"error: {p}:7: models[1].sweep: sweep member id 'k2[weights=", "at most 200")
 
 
+@pytest.mark.slow
 def test_bundled_suites_validate_with_the_id_pattern():
     for path in sorted((ROOT / "suites").glob("*.yaml")):
         res = cli("validate", str(path))

@@ -193,6 +193,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert code == 2 and err.startswith("compbench: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_how_to_example_runs_as_written(tmp_path, capsys, monkeypatch):
     text = DOCS.read_text(encoding="utf-8")
     before = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)

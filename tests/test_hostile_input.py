@@ -218,6 +218,7 @@ def validated(tmp_path_factory) -> dict[str, tuple[Path, Result]]:
 # --- memory baseline ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bundled_suites_validate_within_the_memory_bound(validated):
     for name in ("bundled-kernel-limits", "bundled-kernel-limits-images"):
         _, r = validated[name]
@@ -472,6 +473,7 @@ class NoTheory(Adapter):
 '''
 
 
+@pytest.mark.slow
 def test_theory_claims_on_a_model_without_theory_fail_as_not_applicable_through_run_and_report(tmp_path):
     (tmp_path / "no_theory_adapter.py").write_text(NO_THEORY_ADAPTER)
     suite = write(tmp_path, "no_theory.yaml", textwrap.dedent("""\

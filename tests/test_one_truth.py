@@ -142,6 +142,7 @@ def _pytest_suite(suite: Path, results: Path, *extra: str) -> subprocess.Complet
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+@pytest.mark.slow
 def test_3b_a_baseline_cell_whose_model_left_the_suite_fails_check_and_pytest_alike(tmp_path, capsys):
     both = two_kernels("other", "kernel", "{kernel: overlap, weights: [0.0, 0.2, 1.0]}")
     suite = _suite(tmp_path, both)
@@ -398,6 +399,7 @@ def test_12_editing_scoring_code_rescores_stored_cells_and_retrains_none(tmp_pat
     assert "rescored" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_suite_reads_the_same_in_every_process_so_the_report_cache_holds():
     """The report's inputs digest hashes the loaded suite: a model with two tags (slot-decoder's ceiling) once
     read differently under each string-hash seed, so every cached run redrew the whole report."""

@@ -94,6 +94,7 @@ def test_plots_manifest_entries_outside_the_results_directory_are_never_deleted(
     assert all(v.read_text() == "precious" for v in victims)
 
 
+@pytest.mark.slow
 def test_report_manifest_file_lists_outside_the_results_directory_are_not_trusted(suite, out, tmp_path):
     victim = tmp_path / "work" / "victim.md"
     victim.write_text("precious")
@@ -121,6 +122,7 @@ def test_paths_that_leave_the_root_are_refused(tmp_path):
 # -- B: never through a symbolic link --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_symlink_where_a_report_file_goes_is_refused_and_its_target_untouched(suite, out, tmp_path):
     victim = tmp_path / "work" / "victim.txt"
     victim.write_text("precious")
@@ -133,6 +135,7 @@ def test_a_symlink_where_a_report_file_goes_is_refused_and_its_target_untouched(
     assert victim.read_text() == "precious" and (out / "leaderboard.md").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_symlinked_plots_folder_is_refused_and_nothing_written_or_deleted_there(suite, out, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -296,6 +299,7 @@ def test_emptied_or_edited_report_files_are_rewritten_not_trusted(suite, out):
 # -- F: one suite's report per results directory -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_suite_cannot_publish_into_another_suites_results_directory(suite, out, tmp_path):
     before = report_bytes(out)
     other = tmp_path / "other.yaml"

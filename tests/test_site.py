@@ -43,6 +43,7 @@ def two(tmp_path_factory) -> tuple[Path, Path, Path]:
     return alpha, beta, bundle
 
 
+@pytest.mark.slow
 def test_site_over_a_directory_and_a_bundle_shows_the_stored_scores(two, tmp_path):
     alpha, beta, bundle = two
     out = tmp_path / "site"
@@ -98,6 +99,7 @@ ODD = suite_text("add", name="odd", models=[
     "{id: net, adapter: kernel, params: {kernel: relu_ntk, depth: 2}}"])
 
 
+@pytest.mark.slow
 def test_odd_names_get_safe_distinct_files_and_escaped_text(tmp_path):
     # The folder's name is the user's, and shown on the index: markup in it must stay text.
     hostile = tmp_path / "r<b>&\"x'"

@@ -19,6 +19,7 @@ def _mlp(d: int = 3, width: int = 8) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(d, width), torch.nn.Tanh(), torch.nn.Linear(width, 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("structured", [False, True])
 def test_the_entk_reports_every_block_it_computes(structured):
     from compbench.theory.ntk import empirical_ntk
