@@ -74,6 +74,7 @@ def test_context_gate_program_is_exact_on_cd3():
     np.testing.assert_allclose(pred, task.y[te], atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1, 2])
 def test_long_gradient_descent_run_ends_at_the_program(depth):
     # Derived bound: the held-out outputs differ from the program only by (i) the unfinished fit, train MSE < 1e-7,

@@ -8,15 +8,13 @@ shows a cell outside its selection.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from tiny_suites import kernel_suite
+from tiny_suites import cli_process, kernel_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,10 +23,8 @@ TE_PLOTS = ("theory-te.png", "theory-te.svg", "grid-te.png", "grid-te.svg")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """`python -m compbench ARGS` with this worktree's code (not an installed copy's)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "compbench", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=600)
+    """`python -m compbench.cli ARGS` with this worktree's code (not an installed copy's)."""
+    return cli_process(*args, cwd=ROOT)
 
 
 def _cells(out: Path) -> dict[tuple[str, str], str]:

@@ -17,6 +17,7 @@ import pytest
 from compbench.adapters import registry
 from compbench.store import ResultStore
 from compbench.tasks import make_task
+from tiny_suites import cli_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "compbench_plugin_example"
 RIDGE, BIAS = 0.01, 0.5
@@ -49,8 +50,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def compbench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    return subprocess.run([sys.executable, "-m", "compbench.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return cli_process(*args, path=(site,), cwd=cwd, timeout=300)
 
 
 def by_hand(family: str, **params) -> tuple[np.ndarray, object]:

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 import compbench.files
 from compbench.cli import main
 from compbench.files import OutputError, remove_contained, write_atomic
-from tiny_suites import suite_text
+from tiny_suites import cli_process, suite_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,9 +27,7 @@ OTHER = TINY.replace("name: tiny", "name: other").replace("weights: [0.0, 0.4, 1
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The `compbench` command in its own process, importing this checkout's code."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "compbench.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=600)
+    return cli_process(*args, cwd=cwd)
 
 
 def one_error_line(stderr: str) -> str:

@@ -6,7 +6,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 

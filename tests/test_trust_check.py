@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from compbench.check import Baseline, BaselineError, cell_summaries, compare
-from tiny_suites import suite_text
+from tiny_suites import suite_text as scenario_text
 
 pytest_plugins = ["pytester"]
 
@@ -224,8 +224,8 @@ def test_baseline_record_refuses_no_seeds_failed_cells_and_no_ok_cells(adapters_
 
 
 OVERLAP = "{id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"
-PLUG = suite_text(name="plug", seeds=3, models=[OVERLAP])
-PLUG_EXTRA = suite_text(name="plug", seeds=3,
+PLUG = scenario_text(name="plug", seeds=3, models=[OVERLAP])
+PLUG_EXTRA = scenario_text(name="plug", seeds=3,
                         models=[OVERLAP, "{id: overlap2, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}}"])
 
 

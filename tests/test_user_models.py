@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import pytest
 import compbench
 from compbench.adapters.user import ModelReferenceError, adapter_for, is_reference, load_reference
 from compbench.store import ResultStore
+from tiny_suites import cli_env, cli_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,13 +61,11 @@ PLUGIN_INIT = GATED + textwrap.dedent('''
 
 
 def _env(*paths: Path) -> dict[str, str]:
-    extra = [str(p) for p in paths] + [str(ROOT), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(extra).rstrip(os.pathsep)}
+    return cli_env(*paths)
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compbench", *args], cwd=cwd, env=env or _env(),
-                          capture_output=True, text=True, timeout=600)
+    return cli_process(*args, cwd=cwd, env=env)
 
 
 def stored(out: Path) -> dict[tuple[str, int], object]:
