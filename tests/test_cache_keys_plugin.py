@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from compbench.store import ResultStore
-from tiny_suites import cli_process
+from tiny_suites import cli_process, suite_text
 
 ADAPTER = '''
 import numpy as np
@@ -28,14 +28,7 @@ class Constant(Adapter):
         return [Fitted(np.full(len(evaluate), float(np.mean(train.y)) + offset())) for _ in seeds]
 '''
 
-SUITE = """\
-name: edits
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: const, adapter: constant}
-"""
+SUITE = suite_text("tiny", name="edits", seeds=None, models=["{id: const, adapter: constant}"], expectations=None)
 
 
 def make_plugin(root: Path, offset: float) -> None:

@@ -21,18 +21,6 @@ from tiny_suites import cli_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "compbench_plugin_example"
 RIDGE, BIAS = 0.01, 0.5
-SUITE = f"""\
-name: plugin-demo
-tasks:
-  - {{id: add, family: additive, params: {{anchors: [[4], [4]]}}}}
-  - {{id: sym, family: symmetry, params: {{variant: partial_exposure}}}}
-models:
-  - id: ridge
-    adapter: tiny-ridge
-    params: {{ridge: {RIDGE}, bias: {BIAS}}}
-expectations:
-  - {{id: exact, source: {{paper: compbench, threshold: a test fixture}}, claim: matches_kernel, models: [ridge], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}}
-"""
 
 
 @pytest.fixture(scope="module")
