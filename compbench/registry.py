@@ -36,7 +36,7 @@ class PluginError(CompbenchError, ValueError):
     """An object offered to a registry breaks the kind's contract."""
 
 
-def require_subclass(kind: str, name: str, obj: object, base: type, public: str) -> type:
+def require_subclass(kind: str, name: str, obj: object, base: type[T], public: str) -> type[T]:
     """`obj` itself if it is a subclass of `base` (named `public` in the message), else PluginError."""
     if not (isinstance(obj, type) and issubclass(obj, base)):
         raise PluginError(f"{kind} {name!r} is {obj!r}, not a subclass of {public}")

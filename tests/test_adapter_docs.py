@@ -39,6 +39,7 @@ def test_the_section_has_its_blocks():
     assert [k for k, _ in blocks(DOC)] == ["my_net.py", "my-suite.yaml", "command", "command"]
 
 
+@pytest.mark.slow
 def test_the_documented_network_adapter_validates_and_every_cell_trains(work, ran):
     (_, validated), (_, run) = ran
     assert validated.returncode == 0, validated.stderr
@@ -55,6 +56,7 @@ def test_the_documented_network_adapter_validates_and_every_cell_trains(work, ra
     assert min(r.metrics["heldout_r2"] for r in recs if r.task == "add") > 0.8  # it trained, not only ran
 
 
+@pytest.mark.slow
 def test_the_same_adapter_from_an_entry_point(work, ran, tmp_path):
     """The doc's other route: a package declares it in compbench.adapters and the suite names the entry point."""
     src = tmp_path / "pkg"

@@ -35,10 +35,10 @@ from selenium.webdriver.common.keys import Keys  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(  # a browser: slow
     not (CHROMIUM and CHROMEDRIVER),
     reason="headless Chromium is not installed (apt-get install -y chromium chromium-driver; .ci/run does this)",
-)
+)]
 AXE = Path(__file__).parent / "fixtures" / "axe" / "axe.min.js"
 
 SUITE = """\

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
 from compbench.store import ResultStore
+from tiny_suites import cli_process, suite_text
 
 ADAPTER = '''
 import numpy as np
@@ -29,14 +28,7 @@ class Constant(Adapter):
         return [Fitted(np.full(len(evaluate), float(np.mean(train.y)) + offset())) for _ in seeds]
 '''
 
-SUITE = """\
-name: edits
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: const, adapter: constant}
-"""
+SUITE = suite_text("tiny", name="edits", seeds=None, models=["{id: const, adapter: constant}"], expectations=None)
 
 
 def make_plugin(root: Path, offset: float) -> None:
@@ -52,9 +44,8 @@ def make_plugin(root: Path, offset: float) -> None:
 
 
 def run(root: Path, out: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    return subprocess.run([sys.executable, "-m", "compbench.cli", "run", "--suite", str(root / "s.yaml"), "--out", str(out),
-                           "--quiet", "--format", "csv"], capture_output=True, text=True, env=env, timeout=300)
+    return cli_process("run", "--suite", str(root / "s.yaml"), "--out", str(out), "--quiet", "--format", "csv", path=(root,),
+                       timeout=300)
 
 
 @pytest.mark.slow

@@ -91,6 +91,7 @@ def main_artifact(tmp_path_factory) -> Path:
     return tmp / "artifacts"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suite, gate", [(SUITE, 0), (WORSE, 1)], ids=["unchanged", "worsened"])
 def test_the_recipe_gates_a_pull_request_on_a_regression(main_artifact, tmp_path, suite, gate):
     repo = tmp_path / "repo"

@@ -23,7 +23,7 @@ from compbench.report.statistics import above_chance, leaderboard_cells
 from compbench.report.tables import leaderboard
 from compbench.report.terminal import print_leaderboard
 from compbench.runner.progress import NETWORK_COST, Progress, job_cost, weighted_eta
-from tiny_suites import kernel_suite
+from tiny_suites import kernel_suite, scenario, suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,15 +45,8 @@ class _Boom(Adapter):
 
 KERNELS = kernel_suite("conv", "leak", "impossible", relu=False)
 
-WITH_BOOM = """\
-name: boomy
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: boom, adapter: boom-for-cli-conventions}
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+WITH_BOOM = suite_text("add", name="boomy", models=["{id: boom, adapter: boom-for-cli-conventions}",
+                                                  "{id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"])
 
 
 def _suite(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
@@ -62,6 +55,7 @@ def _suite(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_version_flag_and_python_m(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
@@ -95,6 +89,7 @@ def test_task_filter_runs_only_its_tasks_and_judges_the_run_as_partial(tmp_path,
     assert "--task nope zzz matches no task of suite conv (tasks: add, te)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_results_is_the_one_name_and_out_still_works_on_run_and_report(tmp_path, capsys):
     suite = _suite(tmp_path, KERNELS.split("expectations:")[0])
     assert main(["run", "--suite", str(suite), "--out", str(tmp_path / "a"), "-q"]) == 0
@@ -161,6 +156,7 @@ def test_rich_leaderboard_prints_sweep_labels_literally_and_errors_after_it():
     assert f"  {label} on te: CUDA out of memory. Tried to allocate 2 GiB" in text.splitlines()
 
 
+@pytest.mark.slow
 def test_errors_are_shown_on_the_terminal_and_in_leaderboard_md(tmp_path, capsys):
     suite = _suite(tmp_path, WITH_BOOM)
     out = tmp_path / "out"
@@ -220,6 +216,7 @@ def test_eta_weighs_jobs_by_cost_and_the_line_names_the_job():
     assert progress.status().endswith("running lazy on te")
 
 
+@pytest.mark.slow
 def test_verbose_run_prints_a_progress_line_naming_each_job(tmp_path, capsys):
     suite = _suite(tmp_path, KERNELS.split("expectations:")[0])
     assert main(["run", "--suite", str(suite), "--results", str(tmp_path / "o"), "-v"]) == 0
@@ -228,15 +225,7 @@ def test_verbose_run_prints_a_progress_line_naming_each_job(tmp_path, capsys):
     assert "[conv] jobs 2/2 (2 done, 0 cached, 0 failed, 0 skipped), ETA 0:00, last overlap on te" in err
 
 
-PLUGIN_SUITE = """\
-name: plug
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence}
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+PLUGIN_SUITE = scenario("plug-small")  # tests/suites/plug-small.yaml
 
 
 @pytest.mark.slow

@@ -21,15 +21,9 @@ from hypothesis import strategies as st
 
 from compbench.cli import build_parser, main
 from compbench.limits import limits, set_limits
+from tiny_suites import suite_text
 
-TINY = """\
-name: fuzzcli
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence, params: {classes: [2, 2]}}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-"""
+TINY = suite_text("te22", name="fuzzcli")
 
 
 def _commands() -> dict[tuple[str, ...], list[argparse.Action]]:

@@ -7,19 +7,9 @@ import pytest
 
 from compbench.cli import main
 from compbench.suite import SuiteError, parse_suite
+from tiny_suites import scenario
 
-TINY = """\
-name: tiny
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: ntk, adapter: kernel, params: {kernel: relu_ntk}}
-expectations:
-  - {id: nets-at-chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: ["@networks"], tasks: [te], tolerance: 0.5}
-  - {id: nets-leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: ["@networks", ntk], tasks: [add]}
-"""
+TINY = scenario("discover")  # tests/suites/discover.yaml
 
 
 def test_list_shows_every_kind_with_one_line_each(capsys):

@@ -10,19 +10,12 @@ import pytest
 
 from compbench.cli import main
 from compbench.store import ResultStore
-from tiny_suites import NET
+from tiny_suites import NET, suite_text
 
 pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
 
-SUITE = """\
-name: filemodels
-seeds: 2
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+SUITE = suite_text("add", name="filemodels", seeds=2)
 FILE_MODEL = "  - {id: mine, adapter: models/net.py:Net, params: {lr: 0.01, steps: 30}}\n"
 
 
@@ -131,16 +124,10 @@ def test_a_reference_loaded_before_is_loaded_again_not_taken_for_an_adapter_name
     assert not is_reference("mlp") and not is_reference("timm:resnet18")
 
 
-PLUGIN_SUITE = """\
-name: plug
-seeds: 2
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+PLUGIN_SUITE = suite_text("add", name="plug", seeds=2)
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_adds_a_model_from_a_file(pytester):
     pytester.makefile(".yaml", plug=PLUGIN_SUITE)
     (pytester.path / "net.py").write_text(NET, encoding="utf-8")

@@ -13,16 +13,10 @@ import pytest
 from compbench.cli import main
 from compbench.records import CellError, CellRecord, Status
 from compbench.records.metric_facts import fit_thresholds, fit_warnings
+from tiny_suites import suite_text
 
-SUITE = """\
-name: fit
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: stuck, adapter: mlp, params: {width: 16, lr: 1.0e-6, max_steps: 1}}
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+SUITE = suite_text(name="fit", seeds=2, models=["{id: stuck, adapter: mlp, params: {width: 16, lr: 1.0e-6, max_steps: 1}}",
+                                               "{id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"])
 LINE = ("stuck did not fit its training cells on te: training accuracy (train_acc) 0.5 (mean over 2 seeds), "
         "fit threshold ≥ 0.9")
 

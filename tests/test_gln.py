@@ -10,6 +10,7 @@ from compbench.encodings.batch import Batch
 from compbench.encodings.onehot import onehot
 from compbench.tasks.registry import make_task
 from compbench.theory.gln import gated_min_norm, group_norm, min_group_norm
+from tiny_suites import suite_text
 
 
 def batches(task):
@@ -74,6 +75,7 @@ def test_context_gate_program_is_exact_on_cd3():
     np.testing.assert_allclose(pred, task.y[te], atol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1, 2])
 def test_long_gradient_descent_run_ends_at_the_program(depth):
     # Derived bound: the held-out outputs differ from the program only by (i) the unfinished fit, train MSE < 1e-7,
@@ -93,14 +95,7 @@ def test_long_gradient_descent_run_ends_at_the_program(depth):
     np.testing.assert_allclose(alone.predictions, fits[1].predictions, atol=1e-9)
 
 
-SUITE = """\
-name: gln-api
-seeds: 2
-tasks:
-  - {id: cd-3, family: context_dependence, params: {preset: CD-3}}
-models:
-  - {id: gln, adapter: gln, params: {gate_component: GATE, width: 8}}
-"""
+SUITE = suite_text("gln-cd3", name="gln-api", models=["{id: gln, adapter: gln, params: {gate_component: GATE, width: 8}}"])
 
 
 def test_records_carry_the_program_as_their_theory(tmp_path):

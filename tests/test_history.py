@@ -68,6 +68,7 @@ def stored_means(results: Path) -> list[dict[tuple[str, str], float]]:
         store.close()
 
 
+@pytest.mark.slow
 def test_history_over_three_runs_shows_each_commit_and_the_regression_a_history_check_fails_on(work):
     repo, res = work / "repo", work / "res"
     shas = [git(repo, "rev-parse", "HEAD~1")[:7], git(repo, "rev-parse", "HEAD")[:7]]
@@ -193,6 +194,7 @@ def test_refusals_are_one_line_exit_2(work, tmp_path):
     assert got.rc == 2 and "records 1 run(s) of suite 'hist' under the default profile" in got.err and "at least 2" in got.err
 
 
+@pytest.mark.slow
 def test_the_how_to_example_runs_as_written(tmp_path, monkeypatch):
     text = DOCS.read_text(encoding="utf-8")
     before = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)

@@ -7,16 +7,12 @@ exit 2 with a message naming the file, cell and metric, never a traceback and ne
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import io
 import json
 from pathlib import Path
 
 import pytest
 
-from compbench.cli import main
-from compbench.limits import limits, set_limits
+from tiny_suites import cli as run_cli
 
 SUITE = """\
 name: hostile-baseline
@@ -33,15 +29,9 @@ profiles:
 
 
 def cli(*argv: str) -> tuple[int, str]:
-    """`compbench ARGV` in this process: exit code and stdout+stderr (limits restored afterwards)."""
-    saved = limits()
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            rc = main(list(argv))
-    finally:
-        set_limits(**dataclasses.asdict(saved))
-    return rc, out.getvalue()
+    """`compbench ARGV` in this process: exit code and stdout+stderr (tiny_suites.cli)."""
+    done = run_cli(*argv)
+    return done.rc, done.text
 
 
 @pytest.fixture(scope="module")

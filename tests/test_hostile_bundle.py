@@ -46,6 +46,7 @@ def made(tmp_path, capsys):
     return suite, tmp_path / "A", tmp_path / "a.cbz"
 
 
+@pytest.mark.slow
 def test_the_report_from_a_bundle_is_byte_identical_to_the_report_from_its_directory(made, tmp_path, capsys):
     suite, results, bundle = made
     with sqlite3.connect(bundle) as db:
@@ -75,6 +76,7 @@ def test_the_report_from_a_bundle_is_byte_identical_to_the_report_from_its_direc
     assert sha(bundle) == before  # read from a private copy: never written
 
 
+@pytest.mark.slow
 def test_compare_and_run_ids_read_a_bundle_as_its_directory(made, tmp_path, capsys):
     suite, results, bundle = made
     worse = tmp_path / "b.yaml"
@@ -97,6 +99,7 @@ def test_compare_and_run_ids_read_a_bundle_as_its_directory(made, tmp_path, caps
     assert doc["flips"] == [{"expectation": "leak", "subject": "overlap", "task": "add", "a": "PASS", "b": "FAIL"}]
 
 
+@pytest.mark.slow
 def test_check_and_baseline_read_a_bundle_and_never_write_it(made, tmp_path, capsys):
     suite, _, bundle = made
     before = sha(bundle)
@@ -110,6 +113,7 @@ def test_check_and_baseline_read_a_bundle_and_never_write_it(made, tmp_path, cap
     assert "0 regressed" in out and sha(bundle) == before
 
 
+@pytest.mark.slow
 def test_a_bundle_whose_store_an_older_compbench_wrote_is_read_as_it_is(made, tmp_path, capsys):
     suite, results, _ = made
     old = tmp_path / "old"
@@ -137,6 +141,7 @@ def _edit(bundle: Path, *statements: str, rehash: bool = False) -> None:
             db.execute("UPDATE bundle SET value = ? WHERE name = 'content_sha256'", (_content_sha256(db),))
 
 
+@pytest.mark.slow
 def test_foreign_damaged_and_newer_files_are_one_line_and_exit_2(made, tmp_path, capsys):
     suite, results, bundle = made
     other = tmp_path / "other.sqlite"
@@ -181,6 +186,7 @@ def test_foreign_damaged_and_newer_files_are_one_line_and_exit_2(made, tmp_path,
     assert not (tmp_path / "n.cbz").exists()
 
 
+@pytest.mark.slow
 def test_the_how_to_example_of_a_bundle_runs_as_written(tmp_path, capsys, monkeypatch):
     # The page's two-run example, up to its history section (a git repository's example: tests/test_history.py runs it).
     text = DOCS.read_text(encoding="utf-8").split("\n## A model family across runs")[0]
@@ -200,6 +206,7 @@ def test_the_how_to_example_of_a_bundle_runs_as_written(tmp_path, capsys, monkey
         undate.sub(b"", Path("results/main/leaderboard.md").read_bytes())
 
 
+@pytest.mark.slow
 def test_a_message_about_a_bundle_names_the_bundle_not_its_temporary_copy(made, tmp_path, capsys):
     suite, results, _ = made
     empty = tmp_path / "E"

@@ -18,21 +18,14 @@ from pathlib import Path
 import pytest
 
 from compbench.limits import MAX_SEED
-from tiny_suites import Result, cli
+from tiny_suites import Result, cli, suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 
 
-TINY = """\
-name: hostile3
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence, params: {classes: [2, 2]}}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-"""
+TINY = suite_text("te22", name="hostile3")
 
 
 def write(tmp: Path, name: str, text: str) -> Path:
@@ -203,6 +196,7 @@ def test_generated_member_ids_stay_file_name_sized(tmp_path):
     refused(res, f"error: {p}:7: models[1].sweep: sweep member id 'k2[weights=", "at most 200")
 
 
+@pytest.mark.slow
 def test_bundled_suites_validate_with_the_id_pattern():
     for path in sorted((ROOT / "suites").glob("*.yaml")):
         res = cli("validate", str(path))

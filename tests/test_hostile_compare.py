@@ -12,18 +12,11 @@ import pytest
 
 from compbench.cli import main
 from compbench.store import ResultStore
-from tiny_suites import kernel_suite
+from tiny_suites import kernel_suite, suite_text
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "how-to" / "compare-runs.md"
 # A network whose seeds differ, so that a paired t-test has something to pair (seconds on one core).
-NET = """\
-name: nets
-seeds: 3
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: net, adapter: mlp, params: {width: 32, lr: 0.05, max_steps: 400}}
-"""
+NET = suite_text("add", name="nets", seeds=3, models=["{id: net, adapter: mlp, params: {width: 32, lr: 0.05, max_steps: 400}}"])
 
 
 def run(suite: Path, results: Path) -> None:
@@ -200,6 +193,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         assert code == 2 and err.startswith("compbench: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_the_how_to_example_runs_as_written(tmp_path, capsys, monkeypatch):
     text = DOCS.read_text(encoding="utf-8")
     before = re.search(r"```yaml\n(.*?)```", text, re.S).group(1)

@@ -2,19 +2,11 @@
 (metric_facts.r2_not_applicable), so where the expectation gives max_abs_diff the claim judges that alone."""
 
 import compbench
+from tiny_suites import suite_text
 
 # Gated by feature 1, a GLN's program gives every held-out cell of CD-3 the same value (-9/11): a constant theory.
-SUITE = """\
-name: constant-theory
-seeds: 2
-tasks:
-  - {id: cd-3, family: context_dependence, params: {preset: CD-3}}
-models:
-  - {id: gln, adapter: gln, params: {gate_component: 1, width: 8}}
-expectations:
-  - {id: follows, source: {paper: compbench, threshold: a test fixture}, claim: matches_kernel, models: [gln], tasks: [cd-3],
-     tolerance: 0.01DIFF}
-"""
+SUITE = suite_text("gln-cd3", name="constant-theory", expectations=[
+    "{id: follows, source: {paper: compbench, threshold: a test fixture}, claim: matches_kernel, models: [gln], tasks: [cd-3], tolerance: 0.01DIFF}"])
 
 
 def verdict(tmp_path, diff):

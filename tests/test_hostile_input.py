@@ -37,6 +37,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tiny_suites import suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = "@@compbench-driver-results@@"
@@ -156,14 +157,7 @@ def assert_refused(path: Path, res: Result, *, line: int | None = None, says: tu
     assert res.growth_mb < growth_mb, f"grew by {res.growth_mb} MB: {res.err}"
 
 
-TINY = """\
-name: hostile
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence, params: {classes: [2, 2]}}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-"""
+TINY = suite_text("te22", name="hostile")
 TINY_LINES = TINY.count("\n")  # lines of TINY; text appended starts at TINY_LINES + 1
 
 
@@ -224,6 +218,7 @@ def validated(tmp_path_factory) -> dict[str, tuple[Path, Result]]:
 # --- memory baseline ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_bundled_suites_validate_within_the_memory_bound(validated):
     for name in ("bundled-kernel-limits", "bundled-kernel-limits-images"):
         _, r = validated[name]
@@ -478,6 +473,7 @@ class NoTheory(Adapter):
 '''
 
 
+@pytest.mark.slow
 def test_theory_claims_on_a_model_without_theory_fail_as_not_applicable_through_run_and_report(tmp_path):
     (tmp_path / "no_theory_adapter.py").write_text(NO_THEORY_ADAPTER)
     suite = write(tmp_path, "no_theory.yaml", textwrap.dedent("""\

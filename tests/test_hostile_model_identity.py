@@ -219,6 +219,7 @@ def test_model_args_are_part_of_a_cells_key(work, capsys):
     assert code == 0 and "1 cells run, 0 reused" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_takes_the_same_id_syntax(pytester):
     pytester.makefile(".yaml", tiny=TINY)
     for folder, width in (("a", 8), ("b", 4)):

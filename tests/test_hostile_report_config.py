@@ -125,6 +125,7 @@ def test_report_after_a_file_model_only_run_reports_it_and_refuses_when_its_file
     assert "no such file" in line and "run the suite again without it" in line
 
 
+@pytest.mark.slow
 def test_evaluate_records_what_it_asked_for_and_report_rebuilds_it(suite, tmp_path, capsys):
     import compbench
 
@@ -140,6 +141,7 @@ def test_evaluate_records_what_it_asked_for_and_report_rebuilds_it(suite, tmp_pa
     assert "1 cell(s) missing from the store" not in said.err and "2 cell(s) missing from the store, e.g. overlap" in said.err
 
 
+@pytest.mark.slow
 def test_a_model_added_as_a_python_object_is_named_not_dropped(suite, tmp_path, capsys):
     torch = pytest.importorskip("torch")
     import compbench

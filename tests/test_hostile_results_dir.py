@@ -11,23 +11,12 @@ from pathlib import Path
 import pytest
 
 from compbench.cli import main
-
-TINY = """\
-name: tiny
-seeds: 1
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+from tiny_suites import suite_text
 
 
 @pytest.fixture
-def suite(tmp_path: Path) -> Path:
-    path = tmp_path / "suites" / "tiny.yaml"
-    path.parent.mkdir()
-    path.write_text(TINY)
-    return path
+def suite(suite_file) -> Path:
+    return suite_file(name="tiny", file="suites/tiny.yaml")  # tests/suites/te.yaml
 
 
 def refused(capsys) -> str:
@@ -181,7 +170,8 @@ DAMAGE = {
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_store_row_is_named_and_its_cell_recomputed(damage, suite, tmp_path, capsys):
-    suite.write_text(TINY + "  - {id: k2, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}\n")
+    suite.write_text(suite_text(name="tiny", models=["{id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}",
+                                                     "{id: k2, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}"]))
     out = tmp_path / "res"
     assert main(["run", "--suite", str(suite), "--results", str(out), "-q"]) == 0
     capsys.readouterr()

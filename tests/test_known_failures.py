@@ -77,6 +77,7 @@ def four_commands(tmp_path: Path, suite: Path, capsys: pytest.CaptureFixture[str
     return codes
 
 
+@pytest.mark.slow
 def test_an_unexpected_pass_fails_every_command_alike(tmp_path, capsys):
     # at_chance holds for ovl on te (accuracy ½): declared a known failure, it passes unexpectedly.
     suite = write(tmp_path, "at_chance", "te", known())
@@ -89,6 +90,7 @@ def test_an_unexpected_pass_fails_every_command_alike(tmp_path, capsys):
     assert "which passes (|acc − 0.5| ≤ 0.2) although the suite declares it a known failure" in md
 
 
+@pytest.mark.slow
 def test_a_declared_failure_in_scope_passes_every_command_alike(tmp_path, capsys):
     # beats_kernel fails for a kernel (it is its own theory): declared for both models, XFAIL, nothing fails.
     suite = write(tmp_path, "beats_kernel", "te", known(models="[ovl, ntk]"))

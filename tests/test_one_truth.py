@@ -23,6 +23,7 @@ from compbench.records import CellRecord, Status
 from compbench.runner.cells import result_code_files
 from compbench.store import ResultStore
 from compbench.suite import SuiteError, parse_suite
+from tiny_suites import suite_text
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY = Path(__file__).parent / "fixtures" / "legacy_store_v1"
@@ -43,17 +44,14 @@ class _Explodes(Adapter):
         raise RuntimeError("adapter exploded")
 
 
-TWO_KERNELS = """\
-name: two
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-  - {id: %s, adapter: %s, params: %s}
-expectations:
-  - {id: all-additive, source: {paper: compbench, threshold: a test fixture}, claim: additive, models: ["*"], tasks: [add]}
-"""
+OVERLAP = "{id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"
+ALL_ADDITIVE = "{id: all-additive, source: {paper: compbench, threshold: a test fixture}, claim: additive, models: [%s], tasks: [add]}"
+
+
+def two_kernels(model: str, adapter: str, params: str, claimed: str = '"*"') -> str:
+    """The overlap kernel and MODEL on symbolic addition (tests/suites/add.yaml), the models CLAIMED additive."""
+    return suite_text("add", name="two", models=[OVERLAP, f"{{id: {model}, adapter: {adapter}, params: {params}}}"],
+                      expectations=[ALL_ADDITIVE % claimed])
 
 
 def _suite(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
@@ -68,7 +66,7 @@ def _verdicts(out: Path) -> list[tuple[str, str, str]]:
 
 
 def test_1_report_judges_failed_cells_and_unselected_models_as_run_does(tmp_path, capsys):
-    suite = _suite(tmp_path, TWO_KERNELS % ("boom", "explodes-for-one-truth", "{}"))
+    suite = _suite(tmp_path, two_kernels("boom", "explodes-for-one-truth", "{}"))
     out = tmp_path / "out"
     assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv"]) == 1
     run_verdicts = _verdicts(out)
@@ -81,7 +79,7 @@ def test_1_report_judges_failed_cells_and_unselected_models_as_run_does(tmp_path
 
 
 def test_1_report_fails_on_cells_missing_from_the_store(tmp_path, capsys):
-    suite = _suite(tmp_path, TWO_KERNELS % ("other", "kernel", "{kernel: overlap, weights: [0.0, 0.2, 1.0]}"))
+    suite = _suite(tmp_path, two_kernels("other", "kernel", "{kernel: overlap, weights: [0.0, 0.2, 1.0]}"))
     out = tmp_path / "out"
     assert main(["run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "csv", "--model", "overlap"]) == 0
     capsys.readouterr()
@@ -96,19 +94,9 @@ def test_1_report_fails_on_cells_missing_from_the_store(tmp_path, capsys):
     assert main(["report", "--suite", str(suite), "--out", str(out), "--format", "csv"]) == 0
 
 
-PROFILED = """\
-name: profiled
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-expectations:
-  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
-profiles:
-  alt:
-    params: {overlap: {weights: [0.0, 0.1, 1.0]}}
-"""
+PROFILED = suite_text("add", name="profiled", expectations=[
+    "{id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}"],
+    profiles={"alt": {"params": {"overlap": {"weights": [0.0, 0.1, 1.0]}}}})
 
 
 def test_2_report_takes_the_profile_the_run_used(tmp_path, capsys):
@@ -154,15 +142,16 @@ def _pytest_suite(suite: Path, results: Path, *extra: str) -> subprocess.Complet
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+@pytest.mark.slow
 def test_3b_a_baseline_cell_whose_model_left_the_suite_fails_check_and_pytest_alike(tmp_path, capsys):
-    both = TWO_KERNELS % ("other", "kernel", "{kernel: overlap, weights: [0.0, 0.2, 1.0]}")
+    both = two_kernels("other", "kernel", "{kernel: overlap, weights: [0.0, 0.2, 1.0]}")
     suite = _suite(tmp_path, both)
     out, base = tmp_path / "out", tmp_path / "base.json"
     assert main(["baseline", "record", "--suite", str(suite), "--results", str(out), "--out", str(base), "--quiet"]) == 0
     assert main(["check", "--suite", str(suite), "--results", str(out), "--baseline", str(base), "--quiet"]) == 0
     assert _pytest_suite(suite, out, "--compbench-baseline", str(base)).returncode == 0
     # The model leaves the suite: its baseline cell is missing from every command's view.
-    suite.write_text(both.replace("  - {id: other, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.2, 1.0]}}\n", ""))
+    suite.write_text(suite_text("add", name="two", expectations=[ALL_ADDITIVE % '"*"']))
     capsys.readouterr()
     assert main(["check", "--suite", str(suite), "--results", str(out), "--baseline", str(base), "--quiet"]) == 1
     assert "missing: other/add" in capsys.readouterr().out
@@ -172,13 +161,13 @@ def test_3b_a_baseline_cell_whose_model_left_the_suite_fails_check_and_pytest_al
 
 
 def test_4_a_tag_selector_that_matches_no_model_is_an_error_at_its_line(tmp_path, capsys):
-    text = TWO_KERNELS.replace('models: ["*"]', 'models: ["@kernal"]') % ("other", "kernel", "{kernel: relu_ntk}")
+    text = two_kernels("other", "kernel", "{kernel: relu_ntk}", claimed='"@kernal"')
     suite = _suite(tmp_path, text)
     assert main(["validate", str(suite)]) == 2
     err = capsys.readouterr().err
     assert f"{suite}:9: expectations[0].models[0]: tag 'kernal' is on no model of the suite and no adapter declares it" in err
     # A glob that matches nothing: the same rule.
-    suite.write_text(TWO_KERNELS.replace('models: ["*"]', 'models: ["mlp-*"]') % ("other", "kernel", "{kernel: relu_ntk}"))
+    suite.write_text(two_kernels("other", "kernel", "{kernel: relu_ntk}", claimed='"mlp-*"'))
     assert main(["validate", str(suite)]) == 2
     assert "pattern 'mlp-*' matches no model" in capsys.readouterr().err
 
@@ -410,6 +399,7 @@ def test_12_editing_scoring_code_rescores_stored_cells_and_retrains_none(tmp_pat
     assert "rescored" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_suite_reads_the_same_in_every_process_so_the_report_cache_holds():
     """The report's inputs digest hashes the loaded suite: a model with two tags (slot-decoder's ceiling) once
     read differently under each string-hash seed, so every cached run redrew the whole report."""

@@ -8,14 +8,13 @@ shows a cell outside its selection.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
-from tiny_suites import kernel_suite
+import pytest
+from tiny_suites import cli_process, kernel_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,10 +23,8 @@ TE_PLOTS = ("theory-te.png", "theory-te.svg", "grid-te.png", "grid-te.svg")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    """`python -m compbench ARGS` with this worktree's code (not an installed copy's)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "compbench", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=600)
+    """`python -m compbench.cli ARGS` with this worktree's code (not an installed copy's)."""
+    return cli_process(*args, cwd=ROOT)
 
 
 def _cells(out: Path) -> dict[tuple[str, str], str]:
@@ -35,6 +32,7 @@ def _cells(out: Path) -> dict[tuple[str, str], str]:
     return {(m, t): s for m, t, s in zip(board.model, board.task, board.status)}
 
 
+@pytest.mark.slow
 def test_a_partial_run_reports_the_whole_suite_and_keeps_the_other_tasks_plots(tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text(SUITE)
@@ -72,6 +70,7 @@ def test_a_partial_run_reports_the_whole_suite_and_keeps_the_other_tasks_plots(t
     assert {name: (out / "plots" / name).read_bytes() for name in TE_PLOTS} == before
 
 
+@pytest.mark.slow
 def test_a_partial_run_judges_only_its_selection_while_the_report_shows_the_rest(tmp_path):
     # `impossible` fails on te; a run of --task add exits 0 (it judged add only), its report still shows te's FAIL.
     suite = tmp_path / "s.yaml"
@@ -85,6 +84,7 @@ def test_a_partial_run_judges_only_its_selection_while_the_report_shows_the_rest
     assert dict(zip(verdicts.expectation, verdicts.verdict))["impossible"] == "FAIL"  # the report's: the whole suite
 
 
+@pytest.mark.slow
 def test_a_partial_run_leaves_a_fuller_report_whose_store_is_gone(tmp_path):
     # A published results directory: the report files without the store (it is not committed).
     suite = tmp_path / "s.yaml"
@@ -99,6 +99,7 @@ def test_a_partial_run_leaves_a_fuller_report_whose_store_is_gone(tmp_path):
     assert {p: p.read_bytes() for p in files} == files  # every report file, byte for byte
 
 
+@pytest.mark.slow
 def test_a_partial_report_never_deletes_a_plot_outside_its_selection(tmp_path):
     # Without records.csv (--format md,png) nothing says the old report was fuller: it is rewritten from the
     # store, which lacks te, yet te's plots stay (listed as left) until a report of the whole suite removes them.

@@ -17,21 +17,10 @@ import pytest
 from compbench.adapters import registry
 from compbench.store import ResultStore
 from compbench.tasks import make_task
+from tiny_suites import cli_process
 
 FIXTURE = Path(__file__).parent / "fixtures" / "compbench_plugin_example"
 RIDGE, BIAS = 0.01, 0.5
-SUITE = f"""\
-name: plugin-demo
-tasks:
-  - {{id: add, family: additive, params: {{anchors: [[4], [4]]}}}}
-  - {{id: sym, family: symmetry, params: {{variant: partial_exposure}}}}
-models:
-  - id: ridge
-    adapter: tiny-ridge
-    params: {{ridge: {RIDGE}, bias: {BIAS}}}
-expectations:
-  - {{id: exact, source: {{paper: compbench, threshold: a test fixture}}, claim: matches_kernel, models: [ridge], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +38,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def compbench(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    return subprocess.run([sys.executable, "-m", "compbench.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    return cli_process(*args, path=(site,), cwd=cwd, timeout=300)
 
 
 def by_hand(family: str, **params) -> tuple[np.ndarray, object]:

@@ -3,29 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from tiny_suites import scenario
 
 pytest_plugins = ["pytester"]
 
-SUITE = """\
-name: plug
-seeds: 6
-tasks:
-  - {id: te, family: transitive_equivalence}
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - id: overlap
-    adapter: kernel
-    params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}
-  - id: rich
-    adapter: mlp
-    params: {width: 256, init_scale: 1.0e-3, lr: 0.1, max_steps: 3000, loss_tol: 1.0e-3}
-    tasks: [te]
-expectations:
-  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-  - {id: infers, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [rich], tasks: [te]}
-  - {id: order, source: {paper: compbench, threshold: a test fixture}, claim: ordered, over: models, models: [rich, overlap], tasks: [te], metric: heldout_acc, tolerance: 0.2}
-"""
+SUITE = scenario("plug")  # tests/suites/plug.yaml
 
 
 @pytest.fixture

@@ -83,6 +83,7 @@ def test_the_toys_ntk_prediction_is_a_kernel_regression_computed_by_hand():
     assert "irrelevant_share" in rec.not_applicable
 
 
+@pytest.mark.slow
 def test_the_toy_tasks_of_the_suite_pass_their_claims(tmp_path: Path, capsys):
     out = tmp_path / "res"
     assert main(["run", "--suite", "redundant-input", "--task", "toy-*", "--results", str(out), "-q"]) == 0

@@ -25,6 +25,12 @@ def section(title: str) -> str:
     return text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
 
 
+def tier(pytest_step: str) -> str:
+    """The marker expression of one pytest command of the README's test command (`-m EXPR`)."""
+    (expr,) = re.findall(r'-m ("[^"]*"|\S+)', pytest_step)
+    return expr.strip('"')
+
+
 def bash_lines(block_text: str) -> list[str]:
     """The command lines of the first ```bash block, comments dropped."""
     (block,) = re.findall(r"```bash\n(.*?)```", block_text, flags=re.S)[:1]
@@ -33,7 +39,12 @@ def bash_lines(block_text: str) -> list[str]:
 
 def test_ci_runs_the_readme_test_command_read_out_of_the_readme():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert bash_lines(section("Test")) == ["pip install -e '.[test]' && pytest -n auto --dist loadfile"]
+    (command,) = bash_lines(section("Test"))
+    assert command == ("pip install -e '.[test]' && pytest -n auto --dist loadfile -m \"not slow\" "
+                       "&& pytest -n auto --dist loadfile -m slow")
+    # The fast tier first, then the slow one: the two marker expressions are each other's complement, so every
+    # test runs once and none falls between them.
+    assert [tier(step) for step in command.split(" && ")[1:]] == ["not slow", "slow"]
     # .ci/run takes the command from the README's Test section and runs it; it names no other pytest run of tests/.
     assert "awk '/^## Test/" in ci and 'bash -c "$README_TEST"' in ci
     assert not re.search(r"^\s*python -m pytest\s*$", ci, flags=re.M)
@@ -68,9 +79,17 @@ def test_the_readme_commands_work_as_written_in_a_fresh_environment(tmp_path):
     installed = sh("python -c 'import compbench, pathlib; print(pathlib.Path(compbench.__file__).resolve())'").stdout.strip()
     assert Path(installed).is_relative_to(src.resolve()), installed  # the editable install of the copy, not of the checkout
     (test_command,) = bash_lines(section("Test"))
-    done = sh(f"{test_command} --collect-only -p no:cacheprovider")
-    # "N tests collected in S s", with no ", M errors" (a test module that cannot be imported is an error)
-    assert re.search(r"^\d+ tests? collected in ", done.stdout, flags=re.M), done.stdout[-2000:]
+    install, *tiers = test_command.split(" && ")
+    sh(install)
+    counts = []
+    for step in tiers:  # each tier's collection: "N/M tests collected (K deselected) in S s", no ", E errors"
+        done = sh(f"{step} --collect-only -p no:cacheprovider")
+        found = re.search(r"^(\d+)(?:/(\d+))? tests? collected(?: \(\d+ deselected\))? in [^,]*$", done.stdout, flags=re.M)
+        assert found, done.stdout[-2000:]
+        counts.append((int(found.group(1)), int(found.group(2) or found.group(1))))
+    # The two tiers split the tests between them: together they are all of them, each once.
+    (fast, total), (slow, total_again) = counts
+    assert total == total_again and fast + slow == total and fast and slow, counts
 
 
 def test_no_test_imports_another_as_a_package():

@@ -23,24 +23,11 @@ from compbench.report.tables import leaderboard
 from compbench.scoring.metrics import cell_metrics
 from compbench.suite import parse_suite
 from compbench.tasks import make_task
+from tiny_suites import scenario
 
 GOLDEN = Path(__file__).parent / "golden" / "leaderboard.md"
 
-SUITE = """\
-name: golden
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: kern, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-  - {id: net, adapter: mlp, params: {width: 8}}
-  - {id: boom, adapter: mlp, params: {width: 8}}
-  - {id: late, adapter: mlp, params: {width: 8}, tasks: [te]}
-expectations:
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [kern], tasks: [te]}
-  - {id: rich, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [net], tasks: [te], tolerance: 0.25}
-"""
+SUITE = scenario("golden")  # tests/suites/golden.yaml
 TASKS = {"te": make_task("transitive_equivalence"), "add": make_task("additive", anchors=[[4], [4]])}
 
 

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -18,25 +17,17 @@ import pytest
 import compbench.files
 from compbench.cli import main
 from compbench.files import OutputError, remove_contained, write_atomic
+from tiny_suites import cli_process, suite_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TINY = """\
-name: tiny
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-"""
+TINY = suite_text("add", name="tiny")
 OTHER = TINY.replace("name: tiny", "name: other").replace("weights: [0.0, 0.4, 1.0]", "weights: [0.0, 0.3, 1.0]")
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The `compbench` command in its own process, importing this checkout's code."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "compbench.cli", *args], capture_output=True, text=True, env=env,
-                          cwd=cwd, timeout=600)
+    return cli_process(*args, cwd=cwd)
 
 
 def one_error_line(stderr: str) -> str:
@@ -100,6 +91,7 @@ def test_plots_manifest_entries_outside_the_results_directory_are_never_deleted(
     assert all(v.read_text() == "precious" for v in victims)
 
 
+@pytest.mark.slow
 def test_report_manifest_file_lists_outside_the_results_directory_are_not_trusted(suite, out, tmp_path):
     victim = tmp_path / "work" / "victim.md"
     victim.write_text("precious")
@@ -127,6 +119,7 @@ def test_paths_that_leave_the_root_are_refused(tmp_path):
 # -- B: never through a symbolic link --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_symlink_where_a_report_file_goes_is_refused_and_its_target_untouched(suite, out, tmp_path):
     victim = tmp_path / "work" / "victim.txt"
     victim.write_text("precious")
@@ -139,6 +132,7 @@ def test_a_symlink_where_a_report_file_goes_is_refused_and_its_target_untouched(
     assert victim.read_text() == "precious" and (out / "leaderboard.md").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_symlinked_plots_folder_is_refused_and_nothing_written_or_deleted_there(suite, out, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -302,6 +296,7 @@ def test_emptied_or_edited_report_files_are_rewritten_not_trusted(suite, out):
 # -- F: one suite's report per results directory -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_second_suite_cannot_publish_into_another_suites_results_directory(suite, out, tmp_path):
     before = report_bytes(out)
     other = tmp_path / "other.yaml"

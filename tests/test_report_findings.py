@@ -299,6 +299,7 @@ def test_robust_limits_keep_the_truth_and_cap_the_reach():
     assert robust_limits(np.zeros(5)).lo == -0.25  # a constant: a fixed pad
 
 
+@pytest.mark.slow
 def test_docs_findings_example_is_what_the_report_writes(tmp_path):
     """docs/reference/task-shapes.md quotes the Findings of its leak-demo suite with `bound: 0.5`: the lines a run writes."""
     text = (Path(__file__).resolve().parent.parent / "docs" / "reference" / "task-shapes.md").read_text(encoding="utf-8")

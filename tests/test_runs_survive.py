@@ -6,7 +6,6 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from compbench.records import CellRecord
 from compbench.runner.run import run_suite
 from compbench.store import ResultStore, StoreSchemaError
 from compbench.suite import parse_suite
+from tiny_suites import cli_popen, suite_text
 
 # ~300 small jobs (a sweep of overlap kernels on CD) plus a few MLP cells: long enough to interrupt.
 SLOW = """\
@@ -55,8 +55,7 @@ def default_sigint() -> None:
 
 
 def cli(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "compbench.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=default_sigint)
+    return cli_popen(*args, preexec_fn=default_sigint)
 
 
 def count_rows(out: Path) -> int:
@@ -141,16 +140,9 @@ def test_two_concurrent_runs_share_the_store(tmp_path, reference, executor):
     assert rows < 1.5 * len(reference)
 
 
-DIVERGE = """\
-name: isolate
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: ok, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-  - {id: nan, adapter: mlp, params: {width: 64, lr: 1.0e+6, max_steps: 50}}
-  - {id: boom, adapter: raises}
-"""
+OK_MODEL = "{id: ok, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}"
+DIVERGE = suite_text(name="isolate", seeds=2, models=[OK_MODEL, "{id: nan, adapter: mlp, params: {width: 64, lr: 1.0e+6, max_steps: 50}}",
+                                                      "{id: boom, adapter: raises}"])
 
 
 class RaisesParams(AdapterParams):
@@ -196,7 +188,7 @@ def test_ray_executor_end_to_end(tmp_path):
 
 
 def test_store_of_another_schema_version_is_refused(tmp_path):
-    run_suite(parse_suite(DIVERGE.replace("  - {id: nan, adapter: mlp, params: {width: 64, lr: 1.0e+6, max_steps: 50}}\n  - {id: boom, adapter: raises}\n", ""), "x.yaml"),
+    run_suite(parse_suite(suite_text(name="isolate", seeds=2, models=[OK_MODEL]), "x.yaml"),
               tmp_path, device="cpu", progress=False)
     with sqlite3.connect(tmp_path / "store" / "records.sqlite") as db:
         db.execute("UPDATE meta SET value = '0' WHERE name = 'schema_version'")

@@ -102,6 +102,7 @@ def _verdicts(tmp_path, *extra: str) -> tuple[int, "object"]:
     return code, pd.read_csv(out / "expectations.csv").set_index("subject")
 
 
+@pytest.mark.slow
 def test_seed_var_ratio_claim_through_the_cli(tmp_path) -> None:
     """The uncentred lazy MLP's spread is its NTK-GP's; a rich one's is not; a centred one's theory predicts none."""
     code, v = _verdicts(tmp_path)
@@ -115,6 +116,7 @@ def test_seed_var_ratio_claim_through_the_cli(tmp_path) -> None:
     assert v.loc["lazy-empirical", "verdict"] == "PASS"
 
 
+@pytest.mark.slow
 def test_seed_var_ratio_needs_two_seeds(tmp_path) -> None:
     """One seed has no variance: the claim says so instead of measuring 0."""
     code, v = _verdicts(tmp_path, "--seeds", "1", "--model", "lazy")
@@ -123,6 +125,7 @@ def test_seed_var_ratio_needs_two_seeds(tmp_path) -> None:
     assert "1 seed: a variance over seeds needs 2 or more" in v.loc["lazy", "detail"]
 
 
+@pytest.mark.slow
 def test_records_keep_the_predicted_variance(tmp_path) -> None:
     """The predicted variance is stored with each seed (held-out cells only) and read back from the store."""
     from compbench.scoring.seed_spread import seed_spread

@@ -64,6 +64,7 @@ def verdicts_of(outcome) -> list[tuple]:
     return sorted((v.expectation, v.subject, v.task, v.status, json.dumps(v.measured)) for v in outcome.verdicts)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("models", [(), ("net.py:Net", "*")], ids=["suite", "added-file-model"])
 def test_the_three_faces_give_the_same_records_outcome_and_report(work, models):
     from compbench import session
@@ -137,12 +138,14 @@ def test_misuse_is_refused_in_the_same_words_by_the_cli_and_evaluate(work, argv,
     assert said.split(": ", 1)[1].replace(" models", " --model") in cli_line
 
 
+@pytest.mark.slow
 def test_the_plugin_refuses_a_model_typo_in_the_clis_words(work):
     result = plugin(work, "--compbench-model", "nope", "--collect-only")
     said = _api_refusal(models=["nope"]).split(": ", 1)[1]
     assert result.returncode != 0 and f"--compbench-model {said}" in result.stdout, result.stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_refuses_a_users_folder_as_run_does_in_one_line(work):
     mine = work / "mine"
     mine.mkdir()

@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from tiny_suites import cli, kernel_suite
+from tiny_suites import cli, kernel_suite, suite_text
 
 from compbench.store.records import ResultStore
 
@@ -43,6 +43,7 @@ def two(tmp_path_factory) -> tuple[Path, Path, Path]:
     return alpha, beta, bundle
 
 
+@pytest.mark.slow
 def test_site_over_a_directory_and_a_bundle_shows_the_stored_scores(two, tmp_path):
     alpha, beta, bundle = two
     out = tmp_path / "site"
@@ -89,21 +90,16 @@ def test_history_values_are_each_runs_stored_means(two):
     assert means["heldout_r2"][("relu", "add")] == pytest.approx([want, want])
 
 
-ODD = """\
-name: odd
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: CON, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}
-  - {id: models, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-  - {id: index, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.2, 1.0]}}
-  - {id: a+b, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.1, 1.0]}}
-  - {id: Net, adapter: kernel, params: {kernel: relu_ntk}}
-  - {id: net, adapter: kernel, params: {kernel: relu_ntk, depth: 2}}
-"""
+ODD = suite_text("add", name="odd", models=[
+    "{id: CON, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}",
+    "{id: models, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}",
+    "{id: index, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.2, 1.0]}}",
+    "{id: a+b, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.1, 1.0]}}",
+    "{id: Net, adapter: kernel, params: {kernel: relu_ntk}}",
+    "{id: net, adapter: kernel, params: {kernel: relu_ntk, depth: 2}}"])
 
 
+@pytest.mark.slow
 def test_odd_names_get_safe_distinct_files_and_escaped_text(tmp_path):
     # The folder's name is the user's, and shown on the index: markup in it must stay text.
     hostile = tmp_path / "r<b>&\"x'"

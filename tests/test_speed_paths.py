@@ -211,6 +211,7 @@ def test_sweep_params_copy_is_deep_and_equal():
     assert data["a"][1]["b"] == [2.5, None, True, "x"]
 
 
+@pytest.mark.slow
 def test_a_cached_run_imports_neither_pandas_nor_scipy_nor_torch(tmp_path):
     # Each costs a cached run 0.2 s or more of imports; only computing or writing needs them.
     from tiny_suites import TINY

@@ -9,6 +9,7 @@ import pytest
 
 from compbench.runner.progress import Progress
 from compbench.stage_progress import listening, report
+from tiny_suites import suite_text
 
 torch = pytest.importorskip("torch")
 
@@ -18,6 +19,7 @@ def _mlp(d: int = 3, width: int = 8) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(d, width), torch.nn.Tanh(), torch.nn.Linear(width, 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("structured", [False, True])
 def test_the_entk_reports_every_block_it_computes(structured):
     from compbench.theory.ntk import empirical_ntk
@@ -76,14 +78,7 @@ WIDE = textwrap.dedent('''
     def wide(in_shape, n_out):
         return nn.Sequential(nn.Linear(in_shape[0], 2048), nn.ReLU(), nn.Linear(2048, n_out))
 ''')
-SUITE = """\
-name: stages
-seeds: 1
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-models:
-  - {id: wide, adapter: wide.py:wide, params: {steps: 2, ntk_max_memory: 1048576}}
-"""
+SUITE = suite_text("add", name="stages", models=["{id: wide, adapter: wide.py:wide, params: {steps: 2, ntk_max_memory: 1048576}}"])
 
 
 @pytest.mark.parametrize("executor", ["local", "process"])

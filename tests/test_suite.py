@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from compbench.suite import SuiteError, load_suite, parse_suite
+from tiny_suites import SUITES, scenario, suite_text
 
 GOOD = """\
 name: tiny
@@ -46,6 +47,15 @@ def test_good_suite_expands_sweeps_and_seeds():
     assert loaded.models[1].seeds == (0, 1)
     assert loaded.models[1].params.init_scale == 0.01
     assert [t.id for t in loaded.tasks_for(loaded.models[0])] == ["add", "te"]
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SUITES.glob("*.yaml")))
+def test_every_test_scenario_is_a_valid_suite_and_reads_back_through_overrides(name):
+    """tests/suites/*.yaml: each parses, and suite_text with an override changes that key alone."""
+    loaded = parse_suite(scenario(name), f"{name}.yaml")
+    renamed = parse_suite(suite_text(name, name="renamed"), "renamed.yaml")
+    assert renamed.name == "renamed" and [m.id for m in renamed.models] == [m.id for m in loaded.models]
+    assert [t.id for t in renamed.suite.tasks] == [t.id for t in loaded.suite.tasks]
 
 
 def test_bundled_kernel_limits_suite_is_valid():

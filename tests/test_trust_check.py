@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from compbench.check import Baseline, BaselineError, cell_summaries, compare
+from tiny_suites import suite_text as scenario_text
 
 pytest_plugins = ["pytester"]
 
@@ -222,17 +223,10 @@ def test_baseline_record_refuses_no_seeds_failed_cells_and_no_ok_cells(adapters_
     assert done.returncode == 1 and "no ok cells" in done.stderr and not base.exists(), done.stdout + done.stderr
 
 
-PLUG = """\
-name: plug
-seeds: 3
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - id: overlap
-    adapter: kernel
-    params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}
-"""
-EXTRA = "  - id: overlap2\n    adapter: kernel\n    params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}\n"
+OVERLAP = "{id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"
+PLUG = scenario_text(name="plug", seeds=3, models=[OVERLAP])
+PLUG_EXTRA = scenario_text(name="plug", seeds=3,
+                        models=[OVERLAP, "{id: overlap2, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.5, 1.0]}}"])
 
 
 @pytest.mark.slow
@@ -250,7 +244,7 @@ def test_pytest_plugin_refuses_foreign_baseline_and_fails_new_cells(adapters_dir
     result.stdout.fnmatch_lines(["*baseline foreign.json is for suite 'another', but plug.yaml is suite 'plug'*"])
     assert result.ret != 0 and result.parseoutcomes().get("passed", 0) == 0
     # A model the baseline has never seen: its cell fails, the recorded one passes; --compbench-allow-new accepts it.
-    pytester.makefile(".yaml", plug=PLUG + EXTRA)
+    pytester.makefile(".yaml", plug=PLUG_EXTRA)
     result = pytester.runpytest_subprocess("plug.yaml", *res, "--compbench-baseline", "base.json")
     result.stdout.fnmatch_lines(["*new: overlap2/te [*]: baseline absent from the baseline, now present (seeds n=1)*"])
     result.assert_outcomes(passed=1, failed=2)  # the cell, and the suite outcome that says the same

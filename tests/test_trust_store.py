@@ -26,6 +26,8 @@ from compbench.cli import main
 from compbench.runner.run import SuiteRunner
 from compbench.store import ResultStore, claim_is_live, process_start_time
 from compbench.suite import parse_suite
+from tiny_suites import cli_popen as cli
+from tiny_suites import suite_text
 
 # ~120 small kernel jobs: long enough to interrupt, delete or race, short enough to run twice.
 SLOW = """\
@@ -41,22 +43,10 @@ models:
     skip_invalid: true
 """
 
-TINY = """\
-name: tiny
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-expectations:
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [k], tasks: [te]}
-"""
+TINY = suite_text(name="tiny", seeds=2, models=["{id: k, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}"],
+                 expectations=["{id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, "
+                               "models: [k], tasks: [te]}"])
 INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
-
-
-def cli(*args: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "compbench.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kwargs)
 
 
 def store_path(out: Path) -> Path:
@@ -135,23 +125,9 @@ def test_store_deleted_mid_run_stops_the_run_loudly(tmp_path):
 
 # -- #14.2: --force --model recomputes exactly the selected cells ----------------------------------------
 
-TWO_MODELS = """\
-name: x
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: a, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}
-  - {id: b, adapter: kernel, params: {kernel: relu_ntk}}
-"""
-OTHER_SUITE = """\
-name: y
-seeds: 2
-tasks:
-  - {id: te, family: transitive_equivalence}
-models:
-  - {id: c, adapter: kernel, params: {kernel: relu_nngp}}
-"""
+TWO_MODELS = suite_text(name="x", seeds=2, models=["{id: a, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.3, 1.0]}}",
+                                                  "{id: b, adapter: kernel, params: {kernel: relu_ntk}}"])
+OTHER_SUITE = suite_text(name="y", seeds=2, models=["{id: c, adapter: kernel, params: {kernel: relu_nngp}}"])
 
 
 def test_force_on_one_model_recomputes_only_its_cells(tmp_path, capsys):

@@ -34,12 +34,14 @@ def test_the_page_has_its_blocks():
     assert kinds == ["gated_mlp.py", "command", "command", "python", "gated_adapter.py", "my-suite.yaml", "command", "command", "command"]
 
 
+@pytest.mark.slow
 def test_every_block_runs(ran):
     for kind, done in ran:
         assert done.returncode == 0, f"{kind}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_shown_output_is_what_the_command_prints(ran):
     shown = re.search(r"--model-tags rich\n```\n\n```\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S).group(1)
     printed = ran[1][1].stdout
@@ -47,6 +49,7 @@ def test_the_shown_output_is_what_the_command_prints(ran):
         assert line in printed, f"the page shows {line!r}; the command printed:\n{printed}"
 
 
+@pytest.mark.slow
 def test_the_first_command_adds_the_file_model_with_its_theory(ran):
     out = ran[0][1].stdout
     assert "adding model 'GatedMLP' from gated_mlp.py:GatedMLP" in out
@@ -55,6 +58,7 @@ def test_the_first_command_adds_the_file_model_with_its_theory(ran):
     assert len(re.findall(r"\d\.\d{3}", row)) == 2
 
 
+@pytest.mark.slow
 def test_the_python_block_prints_the_results_it_describes(ran):
     out = ran[2][1].stdout
     assert "<compbench.Results kernel-limits: 4 cells (4 ok); expectations 1/1 pass>" in out
@@ -62,6 +66,7 @@ def test_the_python_block_prints_the_results_it_describes(ran):
 
 
 
+@pytest.mark.slow
 def test_a_suite_names_the_file_model_and_its_module_adapter_and_ci_checks_them(ran, work):
     """The section "In a suite, a package and CI": both routes validate, record a baseline and pass its check."""
     import json

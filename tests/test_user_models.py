@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import pytest
 import compbench
 from compbench.adapters.user import ModelReferenceError, adapter_for, is_reference, load_reference
 from compbench.store import ResultStore
+from tiny_suites import cli_env, cli_process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,13 +61,11 @@ PLUGIN_INIT = GATED + textwrap.dedent('''
 
 
 def _env(*paths: Path) -> dict[str, str]:
-    extra = [str(p) for p in paths] + [str(ROOT), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(extra).rstrip(os.pathsep)}
+    return cli_env(*paths)
 
 
 def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "compbench", *args], cwd=cwd, env=env or _env(),
-                          capture_output=True, text=True, timeout=600)
+    return cli_process(*args, cwd=cwd, env=env)
 
 
 def stored(out: Path) -> dict[tuple[str, int], object]:
@@ -129,6 +127,7 @@ def test_the_file_model_equals_the_same_model_from_an_installed_plugin(work, fro
         assert a.metrics == b.metrics
 
 
+@pytest.mark.slow
 def test_evaluate_returns_the_cli_numbers_in_memory(work, from_file, monkeypatch):
     monkeypatch.chdir(work)
     sys.path.insert(0, str(work))
@@ -162,6 +161,7 @@ def test_the_store_reuses_a_file_model_until_the_file_changes(work, tmp_path):
     assert "2 cells run, 0 reused" in cli(*args, cwd=tmp_path).stdout
 
 
+@pytest.mark.slow
 def test_an_object_without_source_is_recomputed_and_says_so(tmp_path):
     def define():  # a class compbench cannot read the source of, as a fresh session would define it
         scope: dict = {}
@@ -177,6 +177,7 @@ def test_an_object_without_source_is_recomputed_and_says_so(tmp_path):
     assert again.n_run == 1 and again.n_cached == 0
 
 
+@pytest.mark.slow
 def test_an_image_network_gets_image_shapes(tmp_path):
     shapes = []
 
@@ -194,6 +195,7 @@ def test_an_image_network_gets_image_shapes(tmp_path):
     assert rec.theory_kernel == "empirical_ntk_at_init"
 
 
+@pytest.mark.slow
 def test_a_vector_network_on_images_fails_visibly(work, monkeypatch):
     monkeypatch.chdir(work)
     res = compbench.evaluate("kernel-limits-images", models=["gated_mlp.py:GatedMLP"], tasks=["te"], seeds=1,
@@ -244,6 +246,7 @@ def _gated():
     return scope["GatedMLP"]
 
 
+@pytest.mark.slow
 def test_seeds_train_stacked_as_each_would_alone():
     kw = dict(tasks=["add-extrap"], seeds=3)
     alone = compbench.evaluate("kernel-limits", models={"g": _gated()}, model_args={"steps": 300, "stack_seeds": "never"}, **kw)
@@ -255,6 +258,7 @@ def test_seeds_train_stacked_as_each_would_alone():
         np.testing.assert_array_equal(b.theory_predictions, a.theory_predictions)  # f₀ and eNTK per seed, untouched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layer, why", [("torch.nn.BatchNorm1d(8)", "buffers"), ("torch.nn.Dropout(0.5)", "torch.vmap cannot run")])
 def test_a_module_that_cannot_stack_trains_seed_by_seed_and_says_why(layer, why):
     import torch

@@ -63,6 +63,7 @@ def venv(wheel, tmp_path_factory) -> Path:
     return bin_dir
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_every_bundled_suite_and_baseline_and_every_module(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for kind, pattern in BUNDLED.items():

@@ -1,29 +1,71 @@
 """Scenario suites and helpers more than one test file uses (a module beside the tests, imported by name: tests are not
-a package): the suites, a file model's source, and `cli`, the CLI run in this process with its output captured."""
+a package): the suites (files under tests/suites/, `suite_text` and `write_suite` to vary them), a file model's source,
+and the CLI run in this process (`cli`) or in its own (`cli_process`, `cli_popen`). tests/conftest.py hands these to
+tests as the fixtures `suite_file`, `run_cli` and `run_cli_process`."""
 
 import contextlib
 import dataclasses
 import io
+import os
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
-TINY = """\
-name: tiny
-seeds: 2
-tasks:
-  - {id: add, family: additive, params: {anchors: [[4], [4]]}}
-  - {id: te, family: transitive_equivalence}
-models:
-  - id: overlap
-    adapter: kernel
-    params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}
-  - id: lazy
-    adapter: mlp
-    params: {width: 256, init_scale: 1.0, lr: 0.02, max_steps: 3000, loss_tol: 1.0e-3}
-expectations:
-  - {id: exact, source: {paper: compbench, threshold: a test fixture}, claim: matches_kernel, models: [overlap], tasks: ["*"], tolerance: 1.0e-6, max_abs_diff: 1.0e-6}
-  - {id: leak, source: {paper: compbench, threshold: a test fixture}, claim: slope_below_one, models: [overlap], tasks: [add]}
-  - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [overlap], tasks: [te], tolerance: 0.01}
-"""
+import yaml
+
+SUITES = Path(__file__).parent / "suites"
+ROOT = Path(__file__).parent.parent  # the checkout whose code the subprocesses import
+
+
+def scenario(name: str) -> str:
+    """tests/suites/NAME.yaml as written, less its leading comment lines (so a test's line numbers are the suite's)."""
+    lines = (SUITES / f"{name}.yaml").read_text(encoding="utf-8").splitlines(keepends=True)
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def suite_text(base: str = "te", **overrides: Any) -> str:
+    """The scenario tests/suites/BASE.yaml with top-level keys replaced (None removes a key), as YAML text; without
+    overrides, the file's text itself.
+
+    A list's string items are YAML flow mappings, so a test writes a model as the suite file would:
+    `models=["{id: k, adapter: kernel, params: {kernel: relu_ntk}}"]`.
+    """
+    if not overrides:
+        return scenario(base)
+    doc = yaml.safe_load(scenario(base))
+    for key, value in overrides.items():
+        if value is None:
+            doc.pop(key, None)
+        else:
+            doc[key] = [yaml.safe_load(v) if isinstance(v, str) else v for v in value] if isinstance(value, list) else value
+    return "".join(_dump_key(key, value) for key, value in doc.items())
+
+
+def _dump_key(key: str, value: Any) -> str:
+    # A list's items one a line in flow style, as the suite files are written by hand: tests edit them by line.
+    if isinstance(value, list) and value:
+        return f"{key}:\n" + "".join(f"  - {_flow(item)}\n" for item in value)
+    if not isinstance(value, (dict, list)):
+        return f"{key}: {_flow(value)}\n"
+    return yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=None, width=1000)
+
+
+def _flow(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=float("inf")).removesuffix("\n...\n").strip()
+
+
+def write_suite(directory: Path, base: str = "te", *, file: str = "suite.yaml", **overrides: Any) -> Path:
+    """`suite_text(base, **overrides)` written to DIRECTORY/FILE (folders made); the file's path."""
+    path = Path(directory) / file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(suite_text(base, **overrides), encoding="utf-8")
+    return path
+
+TINY = scenario("tiny")
 
 # Expectations the kernel scenarios below pick from by id (a test fixture's source, as every claim needs one).
 _CLAIMS = {
@@ -117,6 +159,27 @@ def cli(*argv: str) -> Result:
     finally:
         set_limits(**dataclasses.asdict(saved))
     return Result(rc, out.getvalue(), err.getvalue())
+
+
+def cli_env(*paths: Path | str, env: dict[str, str] | None = None) -> dict[str, str]:
+    """ENV (default: this process's) with PATHS, then this checkout, first on PYTHONPATH: a child imports them first."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [*map(str, paths), str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def cli_popen(*argv: str, path: tuple[Path | str, ...] = (), env: dict[str, str] | None = None,
+              **kwargs: Any) -> subprocess.Popen:
+    """`python -m compbench.cli ARGV` started in its own process (text pipes; `path` as in `cli_env`)."""
+    return subprocess.Popen([sys.executable, "-m", "compbench.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(*path, env=env), **kwargs)
+
+
+def cli_process(*argv: str, cwd: Path | None = None, path: tuple[Path | str, ...] = (), env: dict[str, str] | None = None,
+                timeout: float = 600) -> subprocess.CompletedProcess:
+    """`python -m compbench.cli ARGV` run to its end in its own process, output captured (`path` as in `cli_env`)."""
+    return subprocess.run([sys.executable, "-m", "compbench.cli", *argv], capture_output=True, text=True,
+                          env=cli_env(*path, env=env), cwd=cwd, timeout=timeout)
 
 # The factor-grid's representation diagnostics in seconds (tests/test_probe.py): 2 shapes × 2 scales × 3 x × 3 y sprites
 # at 16×16, the corner (scale 1, x 2) held out; the pixel ReLU NTK (a kernel: no features), the frozen-feature probe

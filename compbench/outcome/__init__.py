@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -144,7 +144,7 @@ def _state(record: CellRecord | None, code: str) -> CellState:
     return CellState.SKIPPED if record.skipped else CellState.OK
 
 
-def judge(loaded: LoadedSuite, jobs: list[Job], found: list[Mapping[str, CellRecord]], *, profile: str | None = None,
+def judge(loaded: LoadedSuite, jobs: list[Job], found: Sequence[Mapping[str, CellRecord]], *, profile: str | None = None,
           partial: bool = False) -> SuiteOutcome:
     """The outcome of the suite's jobs given, per job, the records found per cache key (labelled for that job).
 
