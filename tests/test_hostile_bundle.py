@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from compbench import bundle_pack
 from compbench.bundle import _content_sha256
 from compbench.cli import main
 from tiny_suites import kernel_suite
@@ -52,7 +53,7 @@ def test_the_report_from_a_bundle_is_byte_identical_to_the_report_from_its_direc
         manifest = dict(db.execute("SELECT name, value FROM bundle"))
         carried = {n: bytes(d) for n, d in db.execute("SELECT name, data FROM bundle_files")}
         assert db.execute("SELECT COUNT(*) FROM claims").fetchone() == (0,)
-    assert manifest["kind"] == "compbench-bundle" and manifest["bundle_format"] == "1" and manifest["suite"] == "k"
+    assert manifest["kind"] == "compbench-bundle" and manifest["bundle_format"] == "2" and manifest["suite"] == "k"
     assert manifest["suite_sha256"] == sha(suite) and manifest["records"] == "4" and manifest["store_layout"] == "2"
     assert carried == {"suite.yaml": suite.read_bytes(), "summary.json": (results / "summary.json").read_bytes()}
     before = sha(bundle)
@@ -89,7 +90,7 @@ def test_compare_and_run_ids_read_a_bundle_as_its_directory(made, tmp_path, caps
     assert docs[0]["counts"] == docs[1]["counts"] == {"fixed": 0, "gone": 0, "new": 0, "regressed": 0, "unchanged": 4}
     with sqlite3.connect(bundle) as db:
         first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
-        assert db.execute("SELECT COUNT(*) FROM records").fetchone() == (6,)  # both runs' overlap cells
+        assert db.execute("SELECT value FROM bundle WHERE name = 'records'").fetchone() == ("6",)  # both runs' overlap cells
     assert main(["compare", first, second, "--results", str(bundle), "--format", "json", "--out", str(tmp_path),
                  "--fail-on", "regressed"]) == 1
     doc = json.loads((tmp_path / "compare.json").read_text())
@@ -129,10 +130,16 @@ def test_a_bundle_whose_store_an_older_compbench_wrote_is_read_as_it_is(made, tm
     assert (tmp_path / "R" / "records.csv").read_bytes() == (results / "records.csv").read_bytes()
 
 
-def _edit(bundle: Path, *statements: str, rehash: bool = False) -> None:
-    with sqlite3.connect(bundle) as db:
+def _edit(bundle: Path, *statements: str, rehash: bool = False, records: bool = False) -> None:
+    """Run SQL on a bundle; with `records`, on its records unpacked, packed again afterwards (as compbench packs them)."""
+    with sqlite3.connect(bundle, isolation_level=None) as db:
+        names = json.loads(dict(db.execute("SELECT name, value FROM bundle"))["records_columns"]) if records else []
+        if records:
+            bundle_pack.unpack(db, names)
         for statement in statements:
             db.execute(statement)
+        if records:
+            bundle_pack.pack(db)
         if rehash:
             db.execute("UPDATE bundle SET value = ? WHERE name = 'content_sha256'", (_content_sha256(db),))
 
@@ -149,13 +156,16 @@ def test_foreign_damaged_and_newer_files_are_one_line_and_exit_2(made, tmp_path,
              "empty": (b"", "not an SQLite file")}
     for name, (data, why) in cases.items():
         (tmp_path / f"{name}.cbz").write_bytes(data)
-    edits = {"newer": (["UPDATE bundle SET value = '2' WHERE name = 'bundle_format'"], "upgrade compbench"),
+    edits = {"newer": (["UPDATE bundle SET value = '3' WHERE name = 'bundle_format'"], "upgrade compbench"),
              "edited": (["UPDATE records SET record = replace(record, '\"seed\": 0', '\"seed\": 7')"], "do not match"),
+             "chunk": (["UPDATE bundle_records SET data = X'00'"], "chunk 0 does not match its size"),
+             "bomb": (["UPDATE bundle_records SET size = 1000000000"], "at most"),
+             "unpacked": (["DROP TABLE bundle_records"], "records packed as"),
              "newer-store": (["UPDATE bundle SET value = '3' WHERE name = 'store_layout'"], "store has layout 3"),
              "suite": (["UPDATE bundle_files SET data = X'00' WHERE name = 'suite.yaml'"], "suite.yaml does not match")}
     for name, (statements, why) in edits.items():
         (tmp_path / f"{name}.cbz").write_bytes(bundle.read_bytes())
-        _edit(tmp_path / f"{name}.cbz", *statements)
+        _edit(tmp_path / f"{name}.cbz", *statements, records=name == "edited")
         cases[name] = (b"", why)
     for name, (_, why) in cases.items():
         path = str(tmp_path / f"{name}.cbz")
