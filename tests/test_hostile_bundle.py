@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from compbench import bundle_pack
-from compbench.bundle import _content_sha256
+from compbench.bundle import _content_sha256, open_results
 from compbench.cli import main
 from tiny_suites import kernel_suite
 
@@ -222,3 +222,73 @@ def test_a_message_about_a_bundle_names_the_bundle_not_its_temporary_copy(made, 
     assert main(["report", "--results", str(tmp_path / "e.cbz"), "--report-dir", str(tmp_path / "R")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == f"compbench: no stored results for suite 'k' in {tmp_path / 'e.cbz'}; run `compbench run --suite k` first"
+
+
+def _rows(store: Path) -> list[tuple]:
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        return db.execute("SELECT * FROM records ORDER BY id").fetchall()
+
+
+def test_a_bundle_packs_its_records_and_gives_back_the_very_rows(made, tmp_path):
+    # Format 1 held the store's rows as they are: a published suite's bundle was 1.4-170 MB of predictions as text.
+    suite, results, bundle = made
+    with sqlite3.connect(bundle) as db:
+        assert db.execute("SELECT COUNT(*) FROM records").fetchone() == (0,)
+        chunks = db.execute("SELECT size, length(data) FROM bundle_records").fetchall()
+        manifest = dict(db.execute("SELECT name, value FROM bundle"))
+    assert manifest["records_packing"] == "lzma-jsonl" and manifest["records_kept"] == "all"
+    assert len(chunks) == 1 and chunks[0][1] < chunks[0][0] / 3  # the JSON lines, compressed
+    store = results / "store" / "records.sqlite"
+    with open_results(bundle) as view:  # every column of every row, floats to the last bit
+        assert _rows(view.directory / "store" / "records.sqlite") == _rows(store) != []
+
+
+def _files_undated(folder: Path) -> dict[str, bytes]:
+    undate = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    return {n: undate.sub(b"DATE", d) for n, d in files(folder).items() if n != ".report/manifest.json"}
+
+
+def test_a_current_bundle_leaves_out_superseded_records_and_the_runs_that_reported_them(made, tmp_path, capsys):
+    suite, results, _ = made
+    run(suite, results, "--force")  # recomputes every cell: the first rows are superseded, so is the first run's report
+    with sqlite3.connect(results / "store" / "records.sqlite") as db:
+        first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
+        current = db.execute("SELECT * FROM records WHERE superseded = 0 ORDER BY id").fetchall()
+    full, small = tmp_path / "full.cbz", tmp_path / "current.cbz"
+    assert main(["bundle", "--suite", str(suite), "--results", str(results), "-o", str(full)]) == 0
+    assert main(["bundle", "--suite", str(suite), "--results", str(results), "-o", str(small), "--current"]) == 0
+    assert "4 records of" in capsys.readouterr().out.splitlines()[-1]
+    with sqlite3.connect(small) as db:
+        manifest = dict(db.execute("SELECT name, value FROM bundle"))
+        assert [r for (r,) in db.execute("SELECT id FROM runs")] == [second]
+    assert (manifest["records_kept"], manifest["superseded_left_out"], manifest["runs_left_out"]) == ("current", "4", first)
+    assert manifest["records"] == "4" and len(current) == 4
+    with open_results(small) as view:
+        assert _rows(view.directory / "store" / "records.sqlite") == current
+    # What report, check and compare of the last run read is what the whole bundle gives.
+    for name in ("full", "current"):
+        assert main(["report", "--results", str(tmp_path / f"{name}.cbz"), "--report-dir", str(tmp_path / name), "-q"]) == 0
+    assert _files_undated(tmp_path / "current") == _files_undated(tmp_path / "full")
+    assert main(["compare", str(small), str(full), "--format", "json", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "compare.json").read_text())["counts"]["unchanged"] == 4
+    # history starts at the first run kept; the whole bundle has both
+    for name, n in (("full", 2), ("current", 1)):
+        assert main(["history", "--suite", "k", "--results", str(tmp_path / f"{name}.cbz"), "--format", "json",
+                     "-o", str(tmp_path / f"{name}.json")]) == 0
+        assert len({r["run"] for r in json.loads((tmp_path / f"{name}.json").read_text())["rows"]}) == n, name
+
+
+def test_a_format_1_bundle_is_read_as_it_is(made, tmp_path, capsys):
+    # A bundle written before records were packed: the same tables, its rows unpacked in `records`.
+    suite, results, bundle = made
+    old = tmp_path / "old.cbz"
+    old.write_bytes(bundle.read_bytes())
+    with sqlite3.connect(old, isolation_level=None) as db:
+        bundle_pack.unpack(db, json.loads(dict(db.execute("SELECT name, value FROM bundle"))["records_columns"]))
+        db.execute("UPDATE bundle SET value = '1' WHERE name = 'bundle_format'")
+        db.execute("DELETE FROM bundle WHERE name IN ('records_packing', 'records_columns', 'records_kept', "
+                   "'superseded_left_out', 'runs_left_out')")
+    for name, path in (("old", old), ("new", bundle)):
+        assert main(["report", "--results", str(path), "--report-dir", str(tmp_path / name), "-q"]) == 0
+    assert files(tmp_path / "old") == files(tmp_path / "new")
+    assert (tmp_path / "old" / "records.csv").read_bytes() == (results / "records.csv").read_bytes()
