@@ -4,8 +4,8 @@ A bundle is the store's own format, an SQLite file (the results directory's stor
 every record, superseded ones too, or with `current` the current records and the runs that reported
 them), with two tables more: `bundle`, the manifest (what it is, its format version, the compbench
 that wrote it, the suite, sha256 of each file and of the rows, what was left out), and `bundle_files`
-(the suite file and summary.json). From format 2 the records' rows are packed (bundle_pack: lzma of
-their JSON lines, lossless) and unpacked into the private copy a command reads. Why SQLite and not a
+(the suite file and summary.json). From format 2 the rows of records and runs are packed (bundle_pack:
+lzma of their JSON lines, lossless) and unpacked into the private copy a command reads. Why SQLite and not a
 zip: docs/reference/commands.md, `bundle`.
 
 `open_results(path)` gives a command its results whether `path` is a results directory or a bundle;
@@ -154,9 +154,9 @@ def write_bundle(results: Path, loaded: LoadedSuite, target: Path, current: bool
                 "records": str(db.execute("SELECT COUNT(*) FROM records").fetchone()[0]),
                 "records_kept": "current" if current else "all", "superseded_left_out": str(left_out),
                 "runs_left_out": " ".join(runs_left_out),
-                "records_packing": bundle_pack.PACKING, "records_columns": json.dumps(bundle_pack.columns(db)),
+                "packing": bundle_pack.PACKING,
             })
-            bundle_pack.pack(db)
+            manifest["packed_columns"] = json.dumps(bundle_pack.pack(db))
             db.execute("BEGIN")
             for statement in _TABLES:
                 db.execute(statement)
@@ -235,9 +235,9 @@ def _checked(db: sqlite3.Connection, label: str) -> dict[str, str]:
         if _sha(bytes(data)) != digest or expected is not None and expected != digest:
             raise BundleError(f"{label}: a damaged compbench bundle (its {name} does not match its sha256); make it "
                               "again with `compbench bundle`")
-    if int(fmt) >= 2 and (manifest.get("records_packing") != bundle_pack.PACKING or "bundle_records" not in tables):
-        raise BundleError(f"{label}: its manifest is not a compbench bundle's (records packed as "
-                          f"{manifest.get('records_packing', '(nothing)')!r}, not {bundle_pack.PACKING!r}); {_MAKE}")
+    if int(fmt) >= 2 and (manifest.get("packing") != bundle_pack.PACKING or "bundle_rows" not in tables):
+        raise BundleError(f"{label}: its manifest is not a compbench bundle's (rows packed as "
+                          f"{manifest.get('packing', '(nothing)')!r}, not {bundle_pack.PACKING!r}); {_MAKE}")
     return manifest
 
 
@@ -247,16 +247,16 @@ def _unpacked(path: Path, manifest: dict[str, str], label: str) -> None:
     try:
         if int(manifest["bundle_format"]) >= 2:
             try:
-                names = json.loads(manifest.get("records_columns", ""))
-                bundle_pack.unpack(db, [str(n) for n in names] if isinstance(names, list) else [])
-            except (bundle_pack.PackError, ValueError) as exc:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
+                packed = json.loads(manifest.get("packed_columns", ""))
+                if not isinstance(packed, dict) or not all(isinstance(v, list) for v in packed.values()):
+                    raise ValueError("its manifest's packed_columns is not a table → columns mapping")
+                bundle_pack.unpack(db, {str(t): [str(n) for n in names] for t, names in packed.items()})
+            except (bundle_pack.PackError, ValueError) as exc:  # the copy, half unpacked, is deleted with its folder
                 raise BundleError(f"{label}: a damaged compbench bundle ({exc}); make it again with `compbench bundle`") from None
         if _content_sha256(db) != manifest.get("content_sha256"):
             raise BundleError(f"{label}: a damaged or edited compbench bundle (its records or runs do not match the "
                               "manifest's content_sha256); make it again with `compbench bundle`")
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.Error as exc:  # a packed row SQLite cannot store (a wrong type, a repeated id) too
         raise BundleError(f"{label}: a damaged compbench bundle ({exc}); make it again with `compbench bundle`") from None
     finally:
         db.close()

@@ -89,8 +89,9 @@ def test_compare_and_run_ids_read_a_bundle_as_its_directory(made, tmp_path, caps
         docs.append(json.loads((tmp_path / "compare.json").read_text()))
     assert docs[0]["counts"] == docs[1]["counts"] == {"fixed": 0, "gone": 0, "new": 0, "regressed": 0, "unchanged": 4}
     with sqlite3.connect(bundle) as db:
-        first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
         assert db.execute("SELECT value FROM bundle WHERE name = 'records'").fetchone() == ("6",)  # both runs' overlap cells
+    with sqlite3.connect(results / "store" / "records.sqlite") as db:  # the bundle's runs are packed
+        first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
     assert main(["compare", first, second, "--results", str(bundle), "--format", "json", "--out", str(tmp_path),
                  "--fail-on", "regressed"]) == 1
     doc = json.loads((tmp_path / "compare.json").read_text())
@@ -133,9 +134,9 @@ def test_a_bundle_whose_store_an_older_compbench_wrote_is_read_as_it_is(made, tm
 def _edit(bundle: Path, *statements: str, rehash: bool = False, records: bool = False) -> None:
     """Run SQL on a bundle; with `records`, on its records unpacked, packed again afterwards (as compbench packs them)."""
     with sqlite3.connect(bundle, isolation_level=None) as db:
-        names = json.loads(dict(db.execute("SELECT name, value FROM bundle"))["records_columns"]) if records else []
+        packed = json.loads(dict(db.execute("SELECT name, value FROM bundle"))["packed_columns"]) if records else {}
         if records:
-            bundle_pack.unpack(db, names)
+            bundle_pack.unpack(db, packed)
         for statement in statements:
             db.execute(statement)
         if records:
@@ -158,9 +159,9 @@ def test_foreign_damaged_and_newer_files_are_one_line_and_exit_2(made, tmp_path,
         (tmp_path / f"{name}.cbz").write_bytes(data)
     edits = {"newer": (["UPDATE bundle SET value = '3' WHERE name = 'bundle_format'"], "upgrade compbench"),
              "edited": (["UPDATE records SET record = replace(record, '\"seed\": 0', '\"seed\": 7')"], "do not match"),
-             "chunk": (["UPDATE bundle_records SET data = X'00'"], "chunk 0 does not match its size"),
-             "bomb": (["UPDATE bundle_records SET size = 1000000000"], "at most"),
-             "unpacked": (["DROP TABLE bundle_records"], "records packed as"),
+             "chunk": (["UPDATE bundle_rows SET data = X'00' WHERE tbl = 'records'"], "records' chunk 0 does not match its size"),
+             "bomb": (["UPDATE bundle_rows SET size = 1000000000"], "at most"),
+             "unpacked": (["DROP TABLE bundle_rows"], "rows packed as"),
              "newer-store": (["UPDATE bundle SET value = '3' WHERE name = 'store_layout'"], "store has layout 3"),
              "suite": (["UPDATE bundle_files SET data = X'00' WHERE name = 'suite.yaml'"], "suite.yaml does not match")}
     for name, (statements, why) in edits.items():
@@ -224,9 +225,9 @@ def test_a_message_about_a_bundle_names_the_bundle_not_its_temporary_copy(made, 
     assert err == f"compbench: no stored results for suite 'k' in {tmp_path / 'e.cbz'}; run `compbench run --suite k` first"
 
 
-def _rows(store: Path) -> list[tuple]:
+def _rows(store: Path, table: str = "records") -> list[tuple]:
     with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-        return db.execute("SELECT * FROM records ORDER BY id").fetchall()
+        return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
 
 
 def test_a_bundle_packs_its_records_and_gives_back_the_very_rows(made, tmp_path):
@@ -234,13 +235,16 @@ def test_a_bundle_packs_its_records_and_gives_back_the_very_rows(made, tmp_path)
     suite, results, bundle = made
     with sqlite3.connect(bundle) as db:
         assert db.execute("SELECT COUNT(*) FROM records").fetchone() == (0,)
-        chunks = db.execute("SELECT size, length(data) FROM bundle_records").fetchall()
+        chunks = db.execute("SELECT size, length(data) FROM bundle_rows WHERE tbl = 'records'").fetchall()
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM bundle_rows WHERE tbl = 'runs'").fetchone() == (1,)
         manifest = dict(db.execute("SELECT name, value FROM bundle"))
-    assert manifest["records_packing"] == "lzma-jsonl" and manifest["records_kept"] == "all"
+    assert manifest["packing"] == "lzma-jsonl" and manifest["records_kept"] == "all"
     assert len(chunks) == 1 and chunks[0][1] < chunks[0][0] / 3  # the JSON lines, compressed
     store = results / "store" / "records.sqlite"
     with open_results(bundle) as view:  # every column of every row, floats to the last bit
-        assert _rows(view.directory / "store" / "records.sqlite") == _rows(store) != []
+        for table in ("records", "runs"):
+            assert _rows(view.directory / "store" / "records.sqlite", table) == _rows(store, table) != []
 
 
 def _files_undated(folder: Path) -> dict[str, bytes]:
@@ -260,11 +264,11 @@ def test_a_current_bundle_leaves_out_superseded_records_and_the_runs_that_report
     assert "4 records of" in capsys.readouterr().out.splitlines()[-1]
     with sqlite3.connect(small) as db:
         manifest = dict(db.execute("SELECT name, value FROM bundle"))
-        assert [r for (r,) in db.execute("SELECT id FROM runs")] == [second]
     assert (manifest["records_kept"], manifest["superseded_left_out"], manifest["runs_left_out"]) == ("current", "4", first)
     assert manifest["records"] == "4" and len(current) == 4
     with open_results(small) as view:
         assert _rows(view.directory / "store" / "records.sqlite") == current
+        assert [r[0] for r in _rows(view.directory / "store" / "records.sqlite", "runs")] == [second]
     # What report, check and compare of the last run read is what the whole bundle gives.
     for name in ("full", "current"):
         assert main(["report", "--results", str(tmp_path / f"{name}.cbz"), "--report-dir", str(tmp_path / name), "-q"]) == 0
@@ -284,9 +288,9 @@ def test_a_format_1_bundle_is_read_as_it_is(made, tmp_path, capsys):
     old = tmp_path / "old.cbz"
     old.write_bytes(bundle.read_bytes())
     with sqlite3.connect(old, isolation_level=None) as db:
-        bundle_pack.unpack(db, json.loads(dict(db.execute("SELECT name, value FROM bundle"))["records_columns"]))
+        bundle_pack.unpack(db, json.loads(dict(db.execute("SELECT name, value FROM bundle"))["packed_columns"]))
         db.execute("UPDATE bundle SET value = '1' WHERE name = 'bundle_format'")
-        db.execute("DELETE FROM bundle WHERE name IN ('records_packing', 'records_columns', 'records_kept', "
+        db.execute("DELETE FROM bundle WHERE name IN ('packing', 'packed_columns', 'records_kept', "
                    "'superseded_left_out', 'runs_left_out')")
     for name, path in (("old", old), ("new", bundle)):
         assert main(["report", "--results", str(path), "--report-dir", str(tmp_path / name), "-q"]) == 0
