@@ -1,10 +1,12 @@
 """Bundles: one file that carries a suite's results, and the one way every command reads results.
 
-A bundle is the store's own format, an SQLite file (the results directory's store copied whole:
-every run, every record, superseded ones too), with two tables more: `bundle`, the manifest (what
-it is, its format version, the compbench that wrote it, the suite, sha256 of each file and of the
-rows), and `bundle_files` (the suite file and summary.json). Why SQLite and not a zip:
-docs/reference/commands.md, `bundle`.
+A bundle is the store's own format, an SQLite file (the results directory's store copied: every run,
+every record, superseded ones too, or with `current` the current records and the runs that reported
+them), with two tables more: `bundle`, the manifest (what it is, its format version, the compbench
+that wrote it, the suite, sha256 of each file and of the rows, what was left out), and `bundle_files`
+(the suite file and summary.json). From format 2 the rows of records and runs are packed (bundle_pack:
+lzma of their JSON lines, lossless) and unpacked into the private copy a command reads. Why SQLite and not a
+zip: docs/reference/commands.md, `bundle`.
 
 `open_results(path)` gives a command its results whether `path` is a results directory or a bundle;
 a bundle is read from a private temporary copy, so nothing a command does can change it.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
+from compbench import bundle_pack
 from compbench.errors import CompbenchError
 from compbench.files import build_atomic, read_contained
 from compbench.outcome import SUMMARY_FILE
@@ -32,8 +35,10 @@ from compbench.store.records import READABLE_LAYOUTS, SQLITE_MAGIC, STORE_FILE, 
 from compbench.suite import LoadedSuite
 
 KIND = "compbench-bundle"
-BUNDLE_FORMAT = 1  # the manifest's and files' layout; the store inside keeps its own layout (store.SCHEMA_VERSION)
-READABLE_FORMATS = (1,)
+BUNDLE_FORMAT = 2  # the manifest's and files' layout; the store inside keeps its own layout (store.SCHEMA_VERSION)
+# Format 1 held the records' rows unpacked (a bundle of 1.4-170 MB for a published suite); format 2 packs them
+# (bundle_pack). A format-1 bundle is read as it is: its rows are where format 2 unpacks them to.
+READABLE_FORMATS = (1, 2)
 SUITE_ENTRY = "suite.yaml"
 _TABLES = ("CREATE TABLE bundle (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
            "CREATE TABLE bundle_files (name TEXT PRIMARY KEY, data BLOB NOT NULL, sha256 TEXT NOT NULL)")
@@ -76,8 +81,40 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def write_bundle(results: Path, loaded: LoadedSuite, target: Path) -> dict[str, str]:
-    """Write `results`' store, the suite file of `loaded` and summary.json into the bundle `target`; its manifest."""
+def _keep_current(db: sqlite3.Connection) -> tuple[int, list[str]]:
+    """Delete the superseded records and the runs that reported one of them; (records, run ids) left out.
+
+    A run reads, for each cell it asked for, the newest row stored by the time it ended (ResultStore.run_records):
+    a run whose row of some cell is superseded would read another row, or none, so it goes too, and `compare` and
+    `history` see only runs whose records the bundle holds as they were."""
+    if "superseded" not in bundle_pack.columns(db):  # layout 1 kept no superseded rows and no runs
+        return 0, []
+    current = {i for (i,) in db.execute("SELECT id FROM records WHERE superseded = 0")}
+    rows: dict[str, list[int]] = {}
+    for row_id, key in db.execute("SELECT id, key FROM records ORDER BY id"):
+        rows.setdefault(str(key), []).append(row_id)
+    gone: list[str] = []
+    for run_id, last_row, info in db.execute("SELECT id, last_row, info FROM runs ORDER BY started, id").fetchall():
+        try:
+            cells = json.loads(info).get("cells", [])
+        except (ValueError, AttributeError):
+            cells = []
+        last = last_row if last_row is not None else 2**62
+        for cell in (c for c in cells if isinstance(c, list) and len(c) == 5):
+            read = max((i for i in rows.get(str(cell[0]), ()) if i <= last), default=None)
+            if read is not None and read not in current:
+                gone.append(str(run_id))
+                break
+    db.execute("BEGIN")
+    db.executemany("DELETE FROM runs WHERE id = ?", [(r,) for r in gone])
+    left_out = db.execute("DELETE FROM records WHERE superseded != 0").rowcount
+    db.execute("COMMIT")
+    return left_out, gone
+
+
+def write_bundle(results: Path, loaded: LoadedSuite, target: Path, current: bool = False) -> dict[str, str]:
+    """Write `results`' store (with `current`, its current records and the runs that reported them only), the suite
+    file of `loaded` and summary.json into the bundle `target`, its records packed; its manifest."""
     from compbench import __version__
 
     store_file = results / "store" / STORE_FILE
@@ -107,6 +144,7 @@ def write_bundle(results: Path, loaded: LoadedSuite, target: Path) -> dict[str, 
         db = sqlite3.connect(path, isolation_level=None)
         try:
             layout = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0]
+            left_out, runs_left_out = _keep_current(db) if current else (0, [])
             manifest.update({
                 "kind": KIND, "bundle_format": str(BUNDLE_FORMAT), "compbench_version": __version__,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "suite": loaded.name,
@@ -114,13 +152,18 @@ def write_bundle(results: Path, loaded: LoadedSuite, target: Path) -> dict[str, 
                 "summary_sha256": _sha(summary) if summary is not None else "", "store_layout": str(layout),
                 "content_sha256": _content_sha256(db), "stored": repr(stored),
                 "records": str(db.execute("SELECT COUNT(*) FROM records").fetchone()[0]),
+                "records_kept": "current" if current else "all", "superseded_left_out": str(left_out),
+                "runs_left_out": " ".join(runs_left_out),
+                "packing": bundle_pack.PACKING,
             })
+            manifest["packed_columns"] = json.dumps(bundle_pack.pack(db))
             db.execute("BEGIN")
             for statement in _TABLES:
                 db.execute(statement)
             db.executemany("INSERT INTO bundle VALUES (?, ?)", sorted(manifest.items()))
             db.executemany("INSERT INTO bundle_files VALUES (?, ?, ?)", [(n, d, _sha(d)) for n, d in files.items()])
             db.execute("COMMIT")
+            db.execute("VACUUM")  # the pages the unpacked rows held
         finally:
             db.close()
 
@@ -192,10 +235,31 @@ def _checked(db: sqlite3.Connection, label: str) -> dict[str, str]:
         if _sha(bytes(data)) != digest or expected is not None and expected != digest:
             raise BundleError(f"{label}: a damaged compbench bundle (its {name} does not match its sha256); make it "
                               "again with `compbench bundle`")
-    if _content_sha256(db) != manifest.get("content_sha256"):
-        raise BundleError(f"{label}: a damaged or edited compbench bundle (its records or runs do not match the "
-                          "manifest's content_sha256); make it again with `compbench bundle`")
+    if int(fmt) >= 2 and (manifest.get("packing") != bundle_pack.PACKING or "bundle_rows" not in tables):
+        raise BundleError(f"{label}: its manifest is not a compbench bundle's (rows packed as "
+                          f"{manifest.get('packing', '(nothing)')!r}, not {bundle_pack.PACKING!r}); {_MAKE}")
     return manifest
+
+
+def _unpacked(path: Path, manifest: dict[str, str], label: str) -> None:
+    """Restore the packed records of the bundle copy at `path` (format 2 on) and check every row against the manifest."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        if int(manifest["bundle_format"]) >= 2:
+            try:
+                packed = json.loads(manifest.get("packed_columns", ""))
+                if not isinstance(packed, dict) or not all(isinstance(v, list) for v in packed.values()):
+                    raise ValueError("its manifest's packed_columns is not a table → columns mapping")
+                bundle_pack.unpack(db, {str(t): [str(n) for n in names] for t, names in packed.items()})
+            except (bundle_pack.PackError, ValueError) as exc:  # the copy, half unpacked, is deleted with its folder
+                raise BundleError(f"{label}: a damaged compbench bundle ({exc}); make it again with `compbench bundle`") from None
+        if _content_sha256(db) != manifest.get("content_sha256"):
+            raise BundleError(f"{label}: a damaged or edited compbench bundle (its records or runs do not match the "
+                              "manifest's content_sha256); make it again with `compbench bundle`")
+    except sqlite3.Error as exc:  # a packed row SQLite cannot store (a wrong type, a repeated id) too
+        raise BundleError(f"{label}: a damaged compbench bundle ({exc}); make it again with `compbench bundle`") from None
+    finally:
+        db.close()
 
 
 def bundle_files(path: Path) -> dict[str, bytes]:
@@ -224,6 +288,7 @@ def open_results(path: Path) -> Iterator[ResultsView]:
         except OSError as exc:
             raise BundleError(f"{path}: cannot be read ({exc.strerror or exc})") from None
         manifest = _manifest_of(copy, str(path))
+        _unpacked(copy, manifest, str(path))
         try:  # the copy dates its results as the store did when it was bundled (report.legend.run_date)
             stamp = float(manifest.get("stored", ""))
             os.utime(copy, (stamp, stamp))

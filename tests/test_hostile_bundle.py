@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from compbench.bundle import _content_sha256
+from compbench import bundle_pack
+from compbench.bundle import _content_sha256, open_results
 from compbench.cli import main
 from tiny_suites import kernel_suite
 
@@ -53,7 +54,7 @@ def test_the_report_from_a_bundle_is_byte_identical_to_the_report_from_its_direc
         manifest = dict(db.execute("SELECT name, value FROM bundle"))
         carried = {n: bytes(d) for n, d in db.execute("SELECT name, data FROM bundle_files")}
         assert db.execute("SELECT COUNT(*) FROM claims").fetchone() == (0,)
-    assert manifest["kind"] == "compbench-bundle" and manifest["bundle_format"] == "1" and manifest["suite"] == "k"
+    assert manifest["kind"] == "compbench-bundle" and manifest["bundle_format"] == "2" and manifest["suite"] == "k"
     assert manifest["suite_sha256"] == sha(suite) and manifest["records"] == "4" and manifest["store_layout"] == "2"
     assert carried == {"suite.yaml": suite.read_bytes(), "summary.json": (results / "summary.json").read_bytes()}
     before = sha(bundle)
@@ -90,8 +91,9 @@ def test_compare_and_run_ids_read_a_bundle_as_its_directory(made, tmp_path, caps
         docs.append(json.loads((tmp_path / "compare.json").read_text()))
     assert docs[0]["counts"] == docs[1]["counts"] == {"fixed": 0, "gone": 0, "new": 0, "regressed": 0, "unchanged": 4}
     with sqlite3.connect(bundle) as db:
+        assert db.execute("SELECT value FROM bundle WHERE name = 'records'").fetchone() == ("6",)  # both runs' overlap cells
+    with sqlite3.connect(results / "store" / "records.sqlite") as db:  # the bundle's runs are packed
         first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
-        assert db.execute("SELECT COUNT(*) FROM records").fetchone() == (6,)  # both runs' overlap cells
     assert main(["compare", first, second, "--results", str(bundle), "--format", "json", "--out", str(tmp_path),
                  "--fail-on", "regressed"]) == 1
     doc = json.loads((tmp_path / "compare.json").read_text())
@@ -133,10 +135,16 @@ def test_a_bundle_whose_store_an_older_compbench_wrote_is_read_as_it_is(made, tm
     assert (tmp_path / "R" / "records.csv").read_bytes() == (results / "records.csv").read_bytes()
 
 
-def _edit(bundle: Path, *statements: str, rehash: bool = False) -> None:
-    with sqlite3.connect(bundle) as db:
+def _edit(bundle: Path, *statements: str, rehash: bool = False, records: bool = False) -> None:
+    """Run SQL on a bundle; with `records`, on its records unpacked, packed again afterwards (as compbench packs them)."""
+    with sqlite3.connect(bundle, isolation_level=None) as db:
+        packed = json.loads(dict(db.execute("SELECT name, value FROM bundle"))["packed_columns"]) if records else {}
+        if records:
+            bundle_pack.unpack(db, packed)
         for statement in statements:
             db.execute(statement)
+        if records:
+            bundle_pack.pack(db)
         if rehash:
             db.execute("UPDATE bundle SET value = ? WHERE name = 'content_sha256'", (_content_sha256(db),))
 
@@ -154,13 +162,16 @@ def test_foreign_damaged_and_newer_files_are_one_line_and_exit_2(made, tmp_path,
              "empty": (b"", "not an SQLite file")}
     for name, (data, why) in cases.items():
         (tmp_path / f"{name}.cbz").write_bytes(data)
-    edits = {"newer": (["UPDATE bundle SET value = '2' WHERE name = 'bundle_format'"], "upgrade compbench"),
+    edits = {"newer": (["UPDATE bundle SET value = '3' WHERE name = 'bundle_format'"], "upgrade compbench"),
              "edited": (["UPDATE records SET record = replace(record, '\"seed\": 0', '\"seed\": 7')"], "do not match"),
+             "chunk": (["UPDATE bundle_rows SET data = X'00' WHERE tbl = 'records'"], "records' chunk 0 does not match its size"),
+             "bomb": (["UPDATE bundle_rows SET size = 1000000000"], "at most"),
+             "unpacked": (["DROP TABLE bundle_rows"], "rows packed as"),
              "newer-store": (["UPDATE bundle SET value = '3' WHERE name = 'store_layout'"], "store has layout 3"),
              "suite": (["UPDATE bundle_files SET data = X'00' WHERE name = 'suite.yaml'"], "suite.yaml does not match")}
     for name, (statements, why) in edits.items():
         (tmp_path / f"{name}.cbz").write_bytes(bundle.read_bytes())
-        _edit(tmp_path / f"{name}.cbz", *statements)
+        _edit(tmp_path / f"{name}.cbz", *statements, records=name == "edited")
         cases[name] = (b"", why)
     for name, (_, why) in cases.items():
         path = str(tmp_path / f"{name}.cbz")
@@ -219,3 +230,76 @@ def test_a_message_about_a_bundle_names_the_bundle_not_its_temporary_copy(made, 
     assert main(["report", "--results", str(tmp_path / "e.cbz"), "--report-dir", str(tmp_path / "R")]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err == f"compbench: no stored results for suite 'k' in {tmp_path / 'e.cbz'}; run `compbench run --suite k` first"
+
+
+def _rows(store: Path, table: str = "records") -> list[tuple]:
+    with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
+        return db.execute(f"SELECT * FROM {table} ORDER BY rowid").fetchall()
+
+
+def test_a_bundle_packs_its_records_and_gives_back_the_very_rows(made, tmp_path):
+    # Format 1 held the store's rows as they are: a published suite's bundle was 1.4-170 MB of predictions as text.
+    suite, results, bundle = made
+    with sqlite3.connect(bundle) as db:
+        assert db.execute("SELECT COUNT(*) FROM records").fetchone() == (0,)
+        chunks = db.execute("SELECT size, length(data) FROM bundle_rows WHERE tbl = 'records'").fetchall()
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+        assert db.execute("SELECT COUNT(*) FROM bundle_rows WHERE tbl = 'runs'").fetchone() == (1,)
+        manifest = dict(db.execute("SELECT name, value FROM bundle"))
+    assert manifest["packing"] == "lzma-jsonl" and manifest["records_kept"] == "all"
+    assert len(chunks) == 1 and chunks[0][1] < chunks[0][0] / 3  # the JSON lines, compressed
+    store = results / "store" / "records.sqlite"
+    with open_results(bundle) as view:  # every column of every row, floats to the last bit
+        for table in ("records", "runs"):
+            assert _rows(view.directory / "store" / "records.sqlite", table) == _rows(store, table) != []
+
+
+def _files_undated(folder: Path) -> dict[str, bytes]:
+    undate = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+    return {n: undate.sub(b"DATE", d) for n, d in files(folder).items() if n != ".report/manifest.json"}
+
+
+def test_a_current_bundle_leaves_out_superseded_records_and_the_runs_that_reported_them(made, tmp_path, capsys):
+    suite, results, _ = made
+    run(suite, results, "--force")  # recomputes every cell: the first rows are superseded, so is the first run's report
+    with sqlite3.connect(results / "store" / "records.sqlite") as db:
+        first, second = [r for (r,) in db.execute("SELECT id FROM runs ORDER BY started")]
+        current = db.execute("SELECT * FROM records WHERE superseded = 0 ORDER BY id").fetchall()
+    full, small = tmp_path / "full.cbz", tmp_path / "current.cbz"
+    assert main(["bundle", "--suite", str(suite), "--results", str(results), "-o", str(full)]) == 0
+    assert main(["bundle", "--suite", str(suite), "--results", str(results), "-o", str(small), "--current"]) == 0
+    assert "4 records of" in capsys.readouterr().out.splitlines()[-1]
+    with sqlite3.connect(small) as db:
+        manifest = dict(db.execute("SELECT name, value FROM bundle"))
+    assert (manifest["records_kept"], manifest["superseded_left_out"], manifest["runs_left_out"]) == ("current", "4", first)
+    assert manifest["records"] == "4" and len(current) == 4
+    with open_results(small) as view:
+        assert _rows(view.directory / "store" / "records.sqlite") == current
+        assert [r[0] for r in _rows(view.directory / "store" / "records.sqlite", "runs")] == [second]
+    # What report, check and compare of the last run read is what the whole bundle gives.
+    for name in ("full", "current"):
+        assert main(["report", "--results", str(tmp_path / f"{name}.cbz"), "--report-dir", str(tmp_path / name), "-q"]) == 0
+    assert _files_undated(tmp_path / "current") == _files_undated(tmp_path / "full")
+    assert main(["compare", str(small), str(full), "--format", "json", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "compare.json").read_text())["counts"]["unchanged"] == 4
+    # history starts at the first run kept; the whole bundle has both
+    for name, n in (("full", 2), ("current", 1)):
+        assert main(["history", "--suite", "k", "--results", str(tmp_path / f"{name}.cbz"), "--format", "json",
+                     "-o", str(tmp_path / f"{name}.json")]) == 0
+        assert len({r["run"] for r in json.loads((tmp_path / f"{name}.json").read_text())["rows"]}) == n, name
+
+
+def test_a_format_1_bundle_is_read_as_it_is(made, tmp_path, capsys):
+    # A bundle written before records were packed: the same tables, its rows unpacked in `records`.
+    suite, results, bundle = made
+    old = tmp_path / "old.cbz"
+    old.write_bytes(bundle.read_bytes())
+    with sqlite3.connect(old, isolation_level=None) as db:
+        bundle_pack.unpack(db, json.loads(dict(db.execute("SELECT name, value FROM bundle"))["packed_columns"]))
+        db.execute("UPDATE bundle SET value = '1' WHERE name = 'bundle_format'")
+        db.execute("DELETE FROM bundle WHERE name IN ('packing', 'packed_columns', 'records_kept', "
+                   "'superseded_left_out', 'runs_left_out')")
+    for name, path in (("old", old), ("new", bundle)):
+        assert main(["report", "--results", str(path), "--report-dir", str(tmp_path / name), "-q"]) == 0
+    assert files(tmp_path / "old") == files(tmp_path / "new")
+    assert (tmp_path / "old" / "records.csv").read_bytes() == (results / "records.csv").read_bytes()

@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     ("runner", frozenset({"runner"})),
     ("outcome", frozenset({"outcome"})),  # cells' states and the expectations' verdicts
     ("report", frozenset({"report"})),
-    ("check", frozenset({"check", "bundle"})),
+    ("check", frozenset({"check", "bundle", "bundle_pack"})),
     ("views", frozenset({"compare", "history", "site"})),
     ("session", frozenset({"session"})),
     ("faces", frozenset({"api", "cli", "pytest_plugin", "testing", "__main__", "__init__"})),

@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     bnd.add_argument("--suite", required=True, help="suite name or path")
     _results_option(bnd, deprecated_out=False)
     bnd.add_argument("-o", "--output", required=True, metavar="FILE", help="the bundle to write (e.g. kernel-limits.cbz)")
+    bnd.add_argument("--current", action="store_true", help="only the current records and the runs that reported "
+                     "them (what report, check and the last run's compare read; history starts at the first run kept)")
     bnd.set_defaults(func=cmd_bundle)
     site = sub.add_parser("site", help="build one static HTML site over several suites' results (directories or bundles)")
     site.add_argument("results", nargs="+", metavar="DIR_OR_BUNDLE", help="results directories (results/<suite>) or bundles")

@@ -70,8 +70,10 @@ def cmd_bundle(args: argparse.Namespace) -> int:
 
     loaded = _load(args)
     results = Path(args.results) if args.results else Path("results") / loaded.name
-    manifest = write_bundle(results, loaded, Path(args.output))
-    print(f"wrote {args.output}: suite {loaded.name!r}, {manifest['records']} records of {results / 'store'} "
+    manifest = write_bundle(results, loaded, Path(args.output), current=args.current)
+    left = (f"; {manifest['superseded_left_out']} superseded records and "
+            f"{len(manifest['runs_left_out'].split())} runs that reported them left out" if args.current else "")
+    print(f"wrote {args.output}: suite {loaded.name!r}, {manifest['records']} records of {results / 'store'}{left} "
           f"(bundle format {manifest['bundle_format']}, compbench {manifest['compbench_version']}, "
           f"suite sha256 {manifest['suite_sha256'][:12]})")
     return EXIT_OK
