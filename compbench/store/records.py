@@ -25,7 +25,8 @@ from typing import Any
 
 from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
-from compbench.records import CellRecord, as_records
+from compbench.records import RECORD_SCHEMA, CellRecord, as_records
+from compbench.records.cell import LAZY_FIELDS, StoredRow
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 # Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
@@ -144,16 +145,26 @@ def cell_key(definition: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def _read(text: str) -> CellRecord:
-    """A stored record, migrated from the schema it was written with; ValueError or TypeError if damaged."""
-    data = json.loads(text)
+def _read(text: str, light: str | None = None, token: str = "") -> CellRecord:
+    """A stored record, migrated from the schema it was written with; ValueError or TypeError if damaged.
+
+    `light`: the row less its LAZY_FIELDS, of the current record schema with those fields of the right types
+    (_ROW's SQL checked them), so that they are left for the record to decode when first read.
+    """
+    data = json.loads(text if light is None else light)
     if not isinstance(data, dict):
         raise TypeError(f"a JSON {type(data).__name__}, not an object")
     try:
-        record = CellRecord.from_dict(data)
+        if light is None:
+            record = CellRecord.from_dict(data)
+            record.stored_row = StoredRow(token, None) if token else None
+        else:
+            record = CellRecord.from_stored(data, text, token)
     except (KeyError, AttributeError, TypeError) as exc:  # a field missing, or of a type from_dict cannot read
         raise TypeError(f"{type(exc).__name__}: {exc}") from None
     for name, types in _FIELD_TYPES.items():
+        if light is not None and name in LAZY_FIELDS:
+            continue
         value = getattr(record, name)
         if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
             raise TypeError(f"field {name!r} is a {type(value).__name__}")
@@ -170,6 +181,16 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "params": (dict, type(None)), "predictions": (list, type(None)), "theory_predictions": (list, type(None)),
     "wall_time": (int, float), "device": (str,),
 }
+# A row's columns as every reader selects them: key, JSON, its token, and the JSON less the LAZY_FIELDS where SQLite's
+# JSON functions find it valid, of the current record schema, with those fields of the types _FIELD_TYPES wants (else
+# NULL: the whole JSON is decoded, and a damaged one named, as before). CASE tries its branches in order, so no JSON
+# function sees text that is not valid JSON (Python writes NaN, which SQLite's JSON is not).
+_LAZY_TYPES = {"params": "'object', 'null'", "predictions": "'array', 'null'", "theory_predictions": "'array', 'null'"}
+_ROW = ("key, record, id || ':' || quote(created), CASE WHEN NOT json_valid(record) THEN NULL"
+        f" WHEN json_extract(record, '$.record_schema') IS {RECORD_SCHEMA} "
+        + "".join(f" AND coalesce(json_type(record, '$.{f}'), 'null') IN ({t})" for f, t in _LAZY_TYPES.items())
+        + " THEN json_remove(record, " + ", ".join(f"'$.{f}'" for f in LAZY_FIELDS) + ") END")
+
 # What reading a damaged row raises: bad JSON or a newer record schema (ValueError), a wrong shape (TypeError).
 _DAMAGE = (ValueError, TypeError, RecursionError)
 
@@ -408,13 +429,13 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return
-            yield from self._rows(db.execute(f"SELECT key, record FROM records WHERE {self._current} ORDER BY id"))
+            yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
 
     def _rows(self, rows: Any) -> Iterator[CellRecord]:
-        """The records of (key, record) rows; a damaged one is skipped and remembered by its key."""
-        for key, text in rows:
+        """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
+        for key, text, token, light in rows:
             try:
-                record = _read(text)
+                record = _read(text, light, token)
             except _DAMAGE as exc:
                 self._damaged[str(key)] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 continue
@@ -445,7 +466,7 @@ class ResultStore:
             if db is None or not keys:
                 return {}
             marks = ",".join("?" * len(keys))
-            sql = f"SELECT key, record FROM records WHERE {self._current} AND key IN ({marks})"
+            sql = f"SELECT {_ROW} FROM records WHERE {self._current} AND key IN ({marks})"
             args: list[Any] = list(keys)
             if since is not None:
                 sql += " AND created >= ?"
@@ -559,7 +580,7 @@ class ResultStore:
             keys = sorted({str(c[0]) for c in cells})
             for i in range(0, len(keys), 900):  # below SQLite's limit on bound variables
                 chunk = keys[i:i + 900]
-                sql = f"SELECT key, record FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
+                sql = f"SELECT {_ROW} FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
                 found.update({r.key: r for r in self._rows(db.execute(sql, [last, *chunk]))})
         return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
                 for key, model, task, _seed, group in cells if key in found]
