@@ -83,6 +83,16 @@ def publish(
     that shows any other cell is never deleted by this report (None: the report is of the whole suite).
     `source`: the folder the records were read from, when not `out_dir` (`rebuild` from a bundle).
     """
+    return _publish(out_dir, loaded, records, summary, verdicts=verdicts, formats=formats, skipped=skipped,
+                    selected=selected, source=source)[0]
+
+
+def _publish(
+    out_dir: Path, loaded: LoadedSuite, records: list[CellRecord], summary: dict[str, Any], *,
+    verdicts: list[Verdict], formats: tuple[str, ...], skipped: list[str] | None,
+    selected: frozenset[tuple[str, str]] | None, source: Path | None,
+) -> tuple[list[Path], bool]:
+    """`publish`, and whether the inputs digest came from its cache (cached_inputs_digest)."""
     records = as_records(records)
     check_owner(out_dir, loaded)
     keep = ("device", "executor", "workers", "executor_reason", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
@@ -131,7 +141,7 @@ def publish(
     finally:
         if ctx.drawing is not None:
             ctx.drawing.stop()
-    return [p for name in formats for p in written.get(name, [])]
+    return [p for name in formats for p in written.get(name, [])], cached
 
 
 # Built-in writers that do not read ctx.plots (a plugin's writer may: it runs after them).
@@ -464,6 +474,7 @@ class Published:
     outcome: Any  # compbench.outcome.SuiteOutcome: the run's, or after a partial run the whole suite's
     paths: list[Path]
     kept: list[str]  # cells a fuller report in the directory shows that the store lacks: nothing was written
+    digest_cached: bool = False  # the report's inputs digest came from its cache (cached_inputs_digest)
 
 
 def publish_run(
@@ -488,9 +499,9 @@ def publish_run(
         if kept:
             return Published(outcome, [], kept)
     facts = {**facts, "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
-    paths = publish(out_dir, whole, outcome.records, facts, formats=formats, skipped=skipped,
-                    verdicts=outcome.verdicts, selected=outcome.selected)
-    return Published(outcome, paths, [])
+    paths, cached = _publish(out_dir, whole, outcome.records, facts, verdicts=outcome.verdicts, formats=formats,
+                             skipped=skipped, selected=outcome.selected, source=None)
+    return Published(outcome, paths, [], cached)
 
 
 def _shown_not_stored(out_dir: Path, outcome: Any) -> list[str]:
