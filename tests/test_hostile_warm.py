@@ -3,7 +3,9 @@ cached under the stored rows it read, and that cache follows the suite, the rows
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 import sqlite3
 from pathlib import Path
 
@@ -78,6 +80,10 @@ def test_a_record_read_lazily_is_the_stored_record(warm):
     whole = {k: CellRecord.from_dict(json.loads(t))
              for k, t in db.execute("SELECT key, record FROM records WHERE superseded = 0")}
     assert len(lazy) == 4 and all(r.stored_row is not None for r in lazy)
+    # Sent to another process (pickled) or copied under another name before anything decoded its arrays: whole.
+    assert pickle.loads(pickle.dumps(lazy[0])) == whole[lazy[0].key]
+    renamed = dataclasses.replace(lazy[1], model="other")
+    assert renamed.stored_row is None and renamed.predictions == whole[lazy[1].key].predictions
     for r in lazy:
         assert r.predictions == whole[r.key].predictions and r.predictions  # decoded on first read
         assert r.to_dict() == whole[r.key].to_dict() and r == whole[r.key]
