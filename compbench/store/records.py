@@ -25,8 +25,8 @@ from typing import Any
 
 from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
-from compbench.records import RECORD_SCHEMA, CellRecord, as_records
-from compbench.records.cell import LAZY_FIELDS, StoredRow
+from compbench.records import CellRecord, as_records
+from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 # Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
@@ -143,56 +143,6 @@ def cell_key(definition: dict[str, Any]) -> str:
     """A stable hash of everything that determines a cell's result."""
     blob = json.dumps({"schema": KEY_SCHEMA, **definition}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def _read(text: str, light: str | None = None, token: str = "") -> CellRecord:
-    """A stored record, migrated from the schema it was written with; ValueError or TypeError if damaged.
-
-    `light`: the row less its LAZY_FIELDS, of the current record schema with those fields of the right types
-    (_ROW's SQL checked them), so that they are left for the record to decode when first read.
-    """
-    data = json.loads(text if light is None else light)
-    if not isinstance(data, dict):
-        raise TypeError(f"a JSON {type(data).__name__}, not an object")
-    try:
-        if light is None:
-            record = CellRecord.from_dict(data)
-            record.stored_row = StoredRow(token, None) if token else None
-        else:
-            record = CellRecord.from_stored(data, text, token)
-    except (KeyError, AttributeError, TypeError) as exc:  # a field missing, or of a type from_dict cannot read
-        raise TypeError(f"{type(exc).__name__}: {exc}") from None
-    for name, types in _FIELD_TYPES.items():
-        if light is not None and name in LAZY_FIELDS:
-            continue
-        value = getattr(record, name)
-        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
-            raise TypeError(f"field {name!r} is a {type(value).__name__}")
-    if not all(isinstance(v, (int, float)) for v in record.metrics.values()):
-        raise TypeError("a metric that is not a number")
-    return record
-
-
-# The fields every reader relies on, and their types: a stored row with another is damaged (reported
-# by its key and read as missing, so the cell is recomputed) rather than a traceback deep in a report.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "key": (str,), "task": (str,), "model": (str,), "seed": (int,), "group": (str,), "n_outputs": (int,),
-    "metrics": (dict,), "not_applicable": (dict,), "sweep": (dict,), "info": (dict,), "determinism": (dict,),
-    "params": (dict, type(None)), "predictions": (list, type(None)), "theory_predictions": (list, type(None)),
-    "wall_time": (int, float), "device": (str,),
-}
-# A row's columns as every reader selects them: key, JSON, its token, and the JSON less the LAZY_FIELDS where SQLite's
-# JSON functions find it valid, of the current record schema, with those fields of the types _FIELD_TYPES wants (else
-# NULL: the whole JSON is decoded, and a damaged one named, as before). CASE tries its branches in order, so no JSON
-# function sees text that is not valid JSON (Python writes NaN, which SQLite's JSON is not).
-_LAZY_TYPES = {"params": "'object', 'null'", "predictions": "'array', 'null'", "theory_predictions": "'array', 'null'"}
-_ROW = ("key, record, id || ':' || quote(created), CASE WHEN NOT json_valid(record) THEN NULL"
-        f" WHEN json_extract(record, '$.record_schema') IS {RECORD_SCHEMA} "
-        + "".join(f" AND coalesce(json_type(record, '$.{f}'), 'null') IN ({t})" for f, t in _LAZY_TYPES.items())
-        + " THEN json_remove(record, " + ", ".join(f"'$.{f}'" for f in LAZY_FIELDS) + ") END")
-
-# What reading a damaged row raises: bad JSON or a newer record schema (ValueError), a wrong shape (TypeError).
-_DAMAGE = (ValueError, TypeError, RecursionError)
 
 
 def _jsonable(obj: Any) -> Any:
