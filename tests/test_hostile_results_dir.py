@@ -165,6 +165,9 @@ DAMAGE = {
     "metrics not a mapping": lambda text: json.dumps({**json.loads(text), "metrics": "oops"}),
     "seed not a number": lambda text: json.dumps({**json.loads(text), "seed": "zero"}),
     "record_schema 99": lambda text: json.dumps({**json.loads(text), "record_schema": 99}),
+    # Fields a record leaves to decode on first read (records.LAZY_FIELDS) are still checked as the row is read.
+    "predictions not a list": lambda text: json.dumps({**json.loads(text), "predictions": "oops"}),
+    "params not a mapping": lambda text: json.dumps({**json.loads(text), "params": [1, 2]}),
 }
 
 

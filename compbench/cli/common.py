@@ -75,10 +75,11 @@ def _say_added(plan, model_args: str | None) -> None:  # plan: session.Plan
 
 
 
-def _print_skipped(skipped: list[str], formats: tuple[str, ...]) -> None:
+def _print_skipped(skipped: list[str], formats: tuple[str, ...], cached: bool = False) -> None:
     """Say which report writers were not run because their inputs hash to what they last wrote."""
     if not skipped:
         return
     n = len(skipped)
-    what = f"{n} writer{'s' if n != 1 else ''} skipped ({', '.join(skipped)}; inputs identical)"
+    why = "inputs identical, their digest cached" if cached else "inputs identical"  # cached: under the rows read
+    what = f"{n} writer{'s' if n != 1 else ''} skipped ({', '.join(skipped)}; {why})"
     print(f"report unchanged: {what}" if n == len(formats) else f"report partly rewritten: {what}")

@@ -57,7 +57,7 @@ def _show_run(args: argparse.Namespace, plan, result, published, skipped: list[s
     _print_report_scope(out_dir, published, plan.partial)
     if not published.kept:
         terminal.print_files(out_dir, published.paths)
-    _print_skipped(skipped, plan.request.formats)
+    _print_skipped(skipped, plan.request.formats, published.digest_cached)
     if result.summary.interrupted:
         print("interrupted: finished cells are kept; run the same command again to resume", file=sys.stderr)
         return EXIT_INTERRUPTED

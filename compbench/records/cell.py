@@ -8,11 +8,12 @@ compbench is migrated on read, never refused).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from compbench.controls import strip_controls
 from compbench.errors import CompbenchError
@@ -33,6 +34,18 @@ class Status(str, Enum):
 
 _STATUS = {s.value: s for s in Status}
 TASK_KINDS = ("classification", "regression", "multiclass")
+# The fields no cache decision, judgement or leaderboard reads, only a report's writers and scoring: a record read from
+# a store leaves them undecoded until first read (CellRecord.from_stored), as they are most of its bytes.
+LAZY_FIELDS = ("params", "predictions", "theory_predictions", "theory_variance", "samples", "probe_predictions",
+               "nearest_train")
+_LAZY_SET = frozenset(LAZY_FIELDS)
+
+
+class StoredRow(NamedTuple):
+    """Where a record read from a store came from: the row's identity, and its JSON while fields are left to decode."""
+
+    token: str  # the row's id and time of storing: rows are never rewritten, so one token is one content
+    text: str | None  # the row's whole JSON (None once its LAZY_FIELDS are decoded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +129,36 @@ class CellRecord:
     # for a training cell; the whole field None without a kernel). Scoring reads them as it reads `predictions`.
     probe_predictions: list[Any] | None = None
     nearest_train: list[float | None] | None = None
+    # Set by from_stored only, and dropped by any copy (dataclasses.replace): a record changed in memory is no longer
+    # the row's content, so nothing may know it by the row's token.
+    stored_row: StoredRow | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.group:
             self.group = self.model
         if not isinstance(self.status, Status):
             self.status = _STATUS.get(self.status) or Status(self.status)  # a lookup: Enum's call is slow
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for a slot not set: a field from_stored left to decode on first read.
+        if name in _LAZY_SET:
+            row = object.__getattribute__(self, "stored_row")
+            data = json.loads(row.text)
+            for f in LAZY_FIELDS:
+                object.__setattr__(self, f, data.get(f))
+            object.__setattr__(self, "stored_row", row._replace(text=None))
+            return object.__getattribute__(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def from_stored(cls, light: Mapping[str, Any], text: str, token: str) -> CellRecord:
+        """A record of the current schema from its stored JSON `text` already decoded less its LAZY_FIELDS (`light`);
+        those are decoded from `text` when first read."""
+        record = cls.from_dict(light)
+        for name in LAZY_FIELDS:
+            object.__delattr__(record, name)
+        record.stored_row = StoredRow(token, text)
+        return record
 
     @property
     def ok(self) -> bool:
@@ -263,7 +300,7 @@ class RecordSchemaError(CompbenchError, ValueError):
 
 
 _MISSING = object()
-_FIELDS = tuple(f.name for f in fields(CellRecord))
+_FIELDS = tuple(f.name for f in fields(CellRecord) if f.name != "stored_row")
 _FIELD_SET = frozenset(_FIELDS)
 _FLAT_FIELDS = ("key", "suite", "task", "family", "encoding", "model", "group", "adapter", "seed", "device", "kind",
                 "n_outputs", "n_classes", "status", "n_train", "n_test", "wall_time", "theory_kernel", "theory_objective",

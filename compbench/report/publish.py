@@ -24,6 +24,7 @@ from compbench.suite import LoadedSuite
 # Written when compbench first claims a results directory (check_owner): it writes only into its own.
 MARKER_FILE = ".compbench"
 MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
+INPUTS_CACHE = ".report/inputs.json"  # the inputs digest of the last report, by its stored rows (cached_inputs_digest)
 _ARRAYS = ("predictions", "theory_predictions")
 
 
@@ -82,6 +83,16 @@ def publish(
     that shows any other cell is never deleted by this report (None: the report is of the whole suite).
     `source`: the folder the records were read from, when not `out_dir` (`rebuild` from a bundle).
     """
+    return _publish(out_dir, loaded, records, summary, verdicts=verdicts, formats=formats, skipped=skipped,
+                    selected=selected, source=source)[0]
+
+
+def _publish(
+    out_dir: Path, loaded: LoadedSuite, records: list[CellRecord], summary: dict[str, Any], *,
+    verdicts: list[Verdict], formats: tuple[str, ...], skipped: list[str] | None,
+    selected: frozenset[tuple[str, str]] | None, source: Path | None,
+) -> tuple[list[Path], bool]:
+    """`publish`, and whether the inputs digest came from its cache (cached_inputs_digest)."""
     records = as_records(records)
     check_owner(out_dir, loaded)
     keep = ("device", "executor", "workers", "executor_reason", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
@@ -90,7 +101,7 @@ def publish(
     kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
     write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
     ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected, source=source)
-    inputs = inputs_digest(loaded, records, verdicts, formats, selected)
+    inputs, cached = cached_inputs_digest(out_dir, loaded, records, verdicts, formats, selected)
     manifest = _read_manifest(out_dir)
     written: dict[str, list[Path]] = {}
     to_run: list[str] = []
@@ -130,7 +141,7 @@ def publish(
     finally:
         if ctx.drawing is not None:
             ctx.drawing.stop()
-    return [p for name in formats for p in written.get(name, [])]
+    return [p for name in formats for p in written.get(name, [])], cached
 
 
 # Built-in writers that do not read ctx.plots (a plugin's writer may: it runs after them).
@@ -253,6 +264,18 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
                   selected: frozenset[tuple[str, str]] | None = None) -> str:
     """A hash of what every report writer reads: the loaded suite, every record (metrics and predictions), the
     verdicts, and a partial run's selection (the plots it may delete; a whole report after it removes what it left)."""
+    h = _hash_besides_records(loaded, formats, selected)
+    for r in records:
+        h.update(_record_text(r).encode())
+        for k in _ARRAYS:
+            h.update(_array_bytes(getattr(r, k)))
+    h.update(_verdicts_text(verdicts))
+    return h.hexdigest()
+
+
+def _hash_besides_records(loaded: LoadedSuite, formats: tuple[str, ...],
+                          selected: frozenset[tuple[str, str]] | None) -> Any:
+    """A sha256 fed with every input of the report but the records and verdicts: versions, the report's code, the suite."""
     from compbench import __version__
 
     h = hashlib.sha256(__version__.encode())
@@ -265,12 +288,38 @@ def inputs_digest(loaded: LoadedSuite, records: list[CellRecord], verdicts: list
     from compbench.report.findings import predicts  # the Findings quote each claim's description: an edit redraws
 
     h.update(repr([predicts(e) for e in loaded.suite.expectations]).encode())
-    for r in records:
-        h.update(_record_text(r).encode())
-        for k in _ARRAYS:
-            h.update(_array_bytes(getattr(r, k)))
-    h.update(json.dumps([v.__dict__ for v in verdicts], sort_keys=True, default=str).encode())
-    return h.hexdigest()
+    return h
+
+
+def _verdicts_text(verdicts: list[Verdict]) -> bytes:
+    return json.dumps([v.__dict__ for v in verdicts], sort_keys=True, default=str).encode()
+
+
+def cached_inputs_digest(out_dir: Path, loaded: LoadedSuite, records: list[CellRecord], verdicts: list[Verdict],
+                         formats: tuple[str, ...], selected: frozenset[tuple[str, str]] | None = None) -> tuple[str, bool]:
+    """`inputs_digest`, and whether it came from out_dir's INPUTS_CACHE rather than from the records' contents.
+
+    Hashing every record's predictions is most of what a warm report costs, and needs them decoded. A record read
+    unchanged from the store is known by its row's token (`CellRecord.stored_row`: a row is never rewritten), so the
+    digest is cached under a key of the tokens, everything else `inputs_digest` hashes, and the code that turns a row
+    into a record; a record changed in memory or not stored has no token, and then the digest is computed.
+    """
+    rows = [r.stored_row for r in records]
+    if any(row is None for row in rows):
+        return inputs_digest(loaded, records, verdicts, formats, selected), False
+    h = _hash_besides_records(loaded, formats, selected)
+    for package in ("records", "store"):  # how a row is read into a record
+        for src in sorted((Path(__file__).parent.parent / package).glob("*.py")):
+            h.update(src.read_bytes())
+    h.update("\n".join(row.token for row in rows if row is not None).encode())
+    h.update(_verdicts_text(verdicts))
+    key = h.hexdigest()
+    cache = _read_json(out_dir, INPUTS_CACHE)
+    if cache.get("key") == key and isinstance(cache.get("digest"), str):
+        return cache["digest"], True
+    digest = inputs_digest(loaded, records, verdicts, formats, selected)
+    write_atomic(out_dir, INPUTS_CACHE, json.dumps({"key": key, "digest": digest}))
+    return digest, False
 
 
 # Every field a report reads, but the arrays (hashed as bytes) and what only feeds scoring (samples)
@@ -429,6 +478,7 @@ class Published:
     outcome: Any  # compbench.outcome.SuiteOutcome: the run's, or after a partial run the whole suite's
     paths: list[Path]
     kept: list[str]  # cells a fuller report in the directory shows that the store lacks: nothing was written
+    digest_cached: bool = False  # the report's inputs digest came from its cache (cached_inputs_digest)
 
 
 def publish_run(
@@ -453,9 +503,9 @@ def publish_run(
         if kept:
             return Published(outcome, [], kept)
     facts = {**facts, "n_missing": outcome.count(CellState.MISSING), "n_stale": outcome.count(CellState.STALE)}
-    paths = publish(out_dir, whole, outcome.records, facts, formats=formats, skipped=skipped,
-                    verdicts=outcome.verdicts, selected=outcome.selected)
-    return Published(outcome, paths, [])
+    paths, cached = _publish(out_dir, whole, outcome.records, facts, verdicts=outcome.verdicts, formats=formats,
+                             skipped=skipped, selected=outcome.selected, source=None)
+    return Published(outcome, paths, [], cached)
 
 
 def _shown_not_stored(out_dir: Path, outcome: Any) -> list[str]:

@@ -26,6 +26,7 @@ from typing import Any
 from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
+from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 # Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
@@ -142,36 +143,6 @@ def cell_key(definition: dict[str, Any]) -> str:
     """A stable hash of everything that determines a cell's result."""
     blob = json.dumps({"schema": KEY_SCHEMA, **definition}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
-
-
-def _read(text: str) -> CellRecord:
-    """A stored record, migrated from the schema it was written with; ValueError or TypeError if damaged."""
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise TypeError(f"a JSON {type(data).__name__}, not an object")
-    try:
-        record = CellRecord.from_dict(data)
-    except (KeyError, AttributeError, TypeError) as exc:  # a field missing, or of a type from_dict cannot read
-        raise TypeError(f"{type(exc).__name__}: {exc}") from None
-    for name, types in _FIELD_TYPES.items():
-        value = getattr(record, name)
-        if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
-            raise TypeError(f"field {name!r} is a {type(value).__name__}")
-    if not all(isinstance(v, (int, float)) for v in record.metrics.values()):
-        raise TypeError("a metric that is not a number")
-    return record
-
-
-# The fields every reader relies on, and their types: a stored row with another is damaged (reported
-# by its key and read as missing, so the cell is recomputed) rather than a traceback deep in a report.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "key": (str,), "task": (str,), "model": (str,), "seed": (int,), "group": (str,), "n_outputs": (int,),
-    "metrics": (dict,), "not_applicable": (dict,), "sweep": (dict,), "info": (dict,), "determinism": (dict,),
-    "params": (dict, type(None)), "predictions": (list, type(None)), "theory_predictions": (list, type(None)),
-    "wall_time": (int, float), "device": (str,),
-}
-# What reading a damaged row raises: bad JSON or a newer record schema (ValueError), a wrong shape (TypeError).
-_DAMAGE = (ValueError, TypeError, RecursionError)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -410,13 +381,13 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return
-            yield from self._rows(db.execute(f"SELECT key, record FROM records WHERE {self._current} ORDER BY id"))
+            yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
 
     def _rows(self, rows: Any) -> Iterator[CellRecord]:
-        """The records of (key, record) rows; a damaged one is skipped and remembered by its key."""
-        for key, text in rows:
+        """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
+        for key, text, token, light in rows:
             try:
-                record = _read(text)
+                record = _read(text, light, token)
             except _DAMAGE as exc:
                 self._damaged[str(key)] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 continue
@@ -447,7 +418,7 @@ class ResultStore:
             if db is None or not keys:
                 return {}
             marks = ",".join("?" * len(keys))
-            sql = f"SELECT key, record FROM records WHERE {self._current} AND key IN ({marks})"
+            sql = f"SELECT {_ROW} FROM records WHERE {self._current} AND key IN ({marks})"
             args: list[Any] = list(keys)
             if since is not None:
                 sql += " AND created >= ?"
@@ -561,7 +532,7 @@ class ResultStore:
             keys = sorted({str(c[0]) for c in cells})
             for i in range(0, len(keys), 900):  # below SQLite's limit on bound variables
                 chunk = keys[i:i + 900]
-                sql = f"SELECT key, record FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
+                sql = f"SELECT {_ROW} FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
                 found.update({r.key: r for r in self._rows(db.execute(sql, [last, *chunk]))})
         return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
                 for key, model, task, _seed, group in cells if key in found]

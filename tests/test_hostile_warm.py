@@ -1,0 +1,116 @@
+"""A warm run only reads: stored records' arrays are not decoded to reuse or judge them, the report's inputs digest is
+cached under the stored rows it read, and that cache follows the suite, the rows and the code."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import compbench
+from compbench.records import CellRecord
+INPUTS_CACHE = ".report/inputs.json"  # the digest cache, as docs/reference/guarantees.md names it
+from compbench.store import ResultStore
+from tiny_suites import cli, kernel_suite
+
+SUITE = kernel_suite("warm", "leak", "chance")
+
+
+def _report(out: Path) -> dict[str, bytes]:
+    """The report's files (the run's facts and the directory's bookkeeping left out)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and "store" not in p.parts and ".report" not in p.parts
+            and p.name not in ("summary.json", ".compbench")}
+
+
+def _run(suite: Path, out: Path, *more: str) -> str:
+    r = cli("run", "--suite", str(suite), "--results", str(out), "--quiet", *more)
+    assert r.rc == 0, r.text
+    return r.text
+
+
+def _cache_key(out: Path) -> str:
+    return json.loads((out / INPUTS_CACHE).read_text())["key"]
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> tuple[Path, Path]:
+    """A suite run cold, then warm once (which computes the inputs digest from the records and caches it)."""
+    suite, out = tmp_path / "warm.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    _run(suite, out)
+    _run(suite, out)
+    return suite, out
+
+
+def test_a_warm_run_decodes_no_stored_predictions_and_reports_the_same(warm, monkeypatch):
+    suite, out = warm
+    before = _report(out)
+    decoded: list[str] = []
+    loads = json.loads
+
+    def counting(text, *args, **kwargs):
+        decoded.append(text if isinstance(text, str) else text.decode())
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counting)
+    said = _run(suite, out)
+    monkeypatch.undo()
+    rows = [t for (t,) in sqlite3.connect(out / "store" / "records.sqlite").execute("SELECT record FROM records")]
+    assert len(rows) == 4  # 2 kernels × 2 tasks, every one with its predictions stored
+    assert all(json.loads(t)["predictions"] for t in rows)
+    # Each stored record decoded once, without its arrays: no text the run decoded holds a prediction.
+    records = [t for t in decoded if '"record_schema"' in t]
+    assert len(records) == 4
+    assert not [t for t in records if '"predictions"' in t or '"theory_predictions"' in t]
+    assert "report unchanged: 5 writers skipped" in said and "digest cached" in said
+    assert _report(out) == before
+
+
+def test_a_record_read_lazily_is_the_stored_record(warm):
+    _, out = warm
+    store = ResultStore(out / "store")
+    lazy = sorted(store, key=lambda r: (r.key, r.seed))
+    store.close()
+    db = sqlite3.connect(out / "store" / "records.sqlite")
+    whole = {k: CellRecord.from_dict(json.loads(t))
+             for k, t in db.execute("SELECT key, record FROM records WHERE superseded = 0")}
+    assert len(lazy) == 4 and all(r.stored_row is not None for r in lazy)
+    # Sent to another process (pickled) or copied under another name before anything decoded its arrays: whole.
+    assert pickle.loads(pickle.dumps(lazy[0])) == whole[lazy[0].key]
+    renamed = dataclasses.replace(lazy[1], model="other")
+    assert renamed.stored_row is None and renamed.predictions == whole[lazy[1].key].predictions
+    for r in lazy:
+        assert r.predictions == whole[r.key].predictions and r.predictions  # decoded on first read
+        assert r.to_dict() == whole[r.key].to_dict() and r == whole[r.key]
+
+
+def test_the_digest_cache_follows_the_suite_file(warm):
+    suite, out = warm
+    key = _cache_key(out)
+    assert "digest cached" in _run(suite, out) and _cache_key(out) == key
+    # The same records, another expectation's threshold: the report must say the new one, not the cached digest's.
+    suite.write_text(SUITE.replace("tolerance: 0.01", "tolerance: 0.02"))
+    said = _run(suite, out)
+    assert "report unchanged" not in said and _cache_key(out) != key
+    assert "0.02" in (out / "expectations.csv").read_text()
+
+
+def test_the_digest_cache_follows_the_code_and_the_rows(warm, monkeypatch):
+    suite, out = warm
+    key = _cache_key(out)
+    monkeypatch.setattr(compbench, "__version__", "0.0.0+another")
+    assert "digest cached" not in _run(suite, out)
+    assert _cache_key(out) not in (key, "")
+    monkeypatch.undo()
+    assert "digest cached" not in _run(suite, out)
+    key = _cache_key(out)
+    assert "digest cached" in _run(suite, out)
+    # Recomputed cells are new rows, with other tokens, even where their content is the same.
+    assert "digest cached" not in _run(suite, out, "--force")
+    _run(suite, out)
+    assert _cache_key(out) != key
