@@ -84,9 +84,9 @@ def evaluate_expectations(
         for member, by_task in by_member.items():
             ok = chosen[member] = any(selects_model(*member, p) for p in exp.models)
             if ok:
-                for task, recs in by_task.items():
+                for task, numbered_recs in by_task.items():
                     if task_selected(task, exp.tasks):
-                        picked[(member[1], task)].extend(recs)
+                        picked[(member[1], task)].extend(numbered_recs)
         groups: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
         for subject_task, numbered in picked.items():
             groups[subject_task] = [r for _, r in sorted(numbered, key=lambda nr: nr[0])]
@@ -95,10 +95,10 @@ def evaluate_expectations(
             if not task_selected(task, exp.tasks):
                 continue
             for model, n in members:
-                ok = chosen.get((model, group))
-                if ok is None:
-                    ok = chosen[(model, group)] = any(selects_model(model, group, p) for p in exp.models)
-                if ok:
+                hit = chosen.get((model, group))
+                if hit is None:
+                    hit = chosen[(model, group)] = any(selects_model(model, group, p) for p in exp.models)
+                if hit:
                     wanted[(group, task)] += n
         for subject_task in wanted:
             groups.setdefault(subject_task, [])

@@ -44,7 +44,7 @@ def _facts(*facts: MetricFact) -> dict[str, MetricFact]:
     return {f.name: f for f in facts}
 
 
-class _Metrics(dict):
+class _Metrics(dict[str, MetricFact]):
     """The metric facts by name; a per-factor name `base.factor` (factor_r2.scale) resolves from its base's fact."""
 
     def __missing__(self, name: str) -> MetricFact:
@@ -53,7 +53,7 @@ class _Metrics(dict):
             raise KeyError(name)
         return fact
 
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return self[name] if name in self else default
 
     def __contains__(self, name: object) -> bool:

@@ -90,7 +90,7 @@ def theory_scatter(  # type: ignore[no-untyped-def]
         step = DODGE * (xl.hi - xl.lo) / max(len(at_zero), 1) if len(at_zero) > 1 else 0.0
         offsets = {k: (n - (len(at_zero) - 1) / 2) * step for n, k in enumerate(at_zero)}
         n_clipped = 0
-        model_handles = []
+        model_handles: list[Any] = []
         for i, model, th, pr, kernel, label in drawn:
             k = len(model_handles)
             shift = np.where(np.abs(th) <= 1e-9 * scale, offsets.get(k, 0.0), 0.0)
@@ -159,6 +159,7 @@ def grid_heatmaps(  # type: ignore[no-untyped-def]
     models = _small_models(records, include_sweeps=False)
     n0, n1 = int(cells[:, 0].max()) + 1, int(cells[:, 1].max()) + 1
     panels: list[tuple[str, np.ndarray | None, str]] = [("truth", np.asarray(y, dtype=float), "")]
+    values: np.ndarray | None  # a panel's; None: the model has no result to draw
     for m in models:
         recs = [r for r in records if r.model == m]
         ok = _ok(recs)
@@ -406,7 +407,7 @@ def similarity_scatter(task: str, records: list[Record], data: Any, colors: dict
         xs, ys = [], []
         for r in (r for r in ok if r.model == model):
             err = cell_errors(r, data)
-            pairs = [(s, e) for s, e in zip(r.nearest_train, err) if s is not None and math.isfinite(e)]
+            pairs = [(s, e) for s, e in zip(r.nearest_train or (), err) if s is not None and math.isfinite(e)]
             xs += [s for s, _ in pairs]
             ys += [e for _, e in pairs]
         ax.scatter(xs, ys, s=9, alpha=0.6, color=colors.get(model, f"C{k % 10}"), edgecolors="none")

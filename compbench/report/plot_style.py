@@ -20,7 +20,7 @@ SWEEP_PARAMS = {
 MARKERS = "os^DvP*Xph<>"
 
 
-def _plt():  # type: ignore[no-untyped-def]
+def _plt() -> Any:  # pyplot, imported late so that matplotlib loads only when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")

@@ -10,7 +10,7 @@ from array import array
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compbench.records import CellRecord, as_records
 from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
@@ -20,6 +20,9 @@ from compbench.claims import Verdict
 from compbench.outcome import SUMMARY_FILE
 from compbench.report.run_config import CONFIG_KEYS, RunConfig
 from compbench.suite import LoadedSuite
+
+if TYPE_CHECKING:  # the annotation only: compbench.outcome's functions are imported late, where used
+    from compbench.outcome import SuiteOutcome
 
 # Written when compbench first claims a results directory (check_owner): it writes only into its own.
 MARKER_FILE = ".compbench"
@@ -536,7 +539,7 @@ def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
 def rebuild(
     out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
     *, profile: str | None = None, config: RunConfig | None = None, source: Path | None = None,
-):  # -> tuple[SuiteOutcome, list[Path]]
+) -> tuple[SuiteOutcome, list[Path]]:
     """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files.
 
     `config`: the configuration `loaded` was built with (`report.run_config`), recorded in summary.json

@@ -88,7 +88,7 @@ def sweep_members(records: list[CellRecord]) -> tuple[dict[str, list[str]], set[
     return {g: list(ms) for g, ms in members.items()}, big
 
 
-def _status_of(recs: list[dict[str, Any]]) -> str:
+def _status_of(recs: list[CellRecord]) -> str:
     """ok (every record scored), partial (some failed), error, skipped, or missing (no record)."""
     if not recs:
         return MISSING
@@ -137,7 +137,7 @@ class CellStats:
         return vals + mark + failed
 
 
-def _beats(ok: list[dict[str, Any]], metric: str) -> tuple[float, float, float, bool]:
+def _beats(ok: list[CellRecord], metric: str) -> tuple[float, float, float, bool]:
     """(theory mean, mean gap, SE of the gap, beats): score above the model's own kernel-theory score
     by more than 2 standard errors over seeds, and above 0 (needs ≥ 2 seeds to judge the noise)."""
     theory = _theory_metric(metric)
@@ -168,7 +168,7 @@ def leaderboard_cells(
     records = as_records(records)
     expected = list(expected)
     members, big = sweep_members(records)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in records:
         if r.group in big and r.skipped:
             continue  # invalid sweep members (e.g. non-PSD kernels) are counted in the sweep table
@@ -262,7 +262,7 @@ def _constant(vals: np.ndarray) -> bool:
     return float(np.sum((vals - vals.mean()) ** 2)) <= 1e-12 * len(vals) * max(1.0, float(np.mean(vals**2)))
 
 
-def _r2_note(ok: list[dict[str, Any]], test_mask: np.ndarray | None) -> tuple[int, str]:
+def _r2_note(ok: list[CellRecord], test_mask: np.ndarray | None) -> tuple[int, str]:
     """(held-out cells, why an R² against the theory means nothing or "")."""
     n = int(test_mask.sum()) if test_mask is not None else int(ok[0].n_test or 0) if ok else 0
     if n and n < MIN_R2_CELLS:
@@ -284,7 +284,7 @@ def theory_stats(
     records = as_records(records)
     expected = list(expected)
     members, big = sweep_members(records)
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in records:
         if r.group in big and r.skipped:
             continue

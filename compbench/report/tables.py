@@ -369,7 +369,9 @@ def sweep_table(records: list[CellRecord]) -> Table | None:
     for r in records:
         if r.group in big and r.ok:
             by[(r.group, r.task)][r.model].append(r.metrics[cell_metric(r)])
-    rows, keys, meta = [], {}, []
+    rows: list[list[str]] = []
+    keys: dict[tuple[int, int], float] = {}
+    meta: list[dict[str, str]] = []
     for (group, task), per_member in sorted(by.items()):
         means = [float(np.mean(v)) for v in per_member.values()]
         recs = [r for r in records if r.group == group and r.task == task]
@@ -456,10 +458,12 @@ def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected
     records = as_records(records)
     board = board or Leaderboard(*leaderboard_cells(records, tasks, expected))
     labels, cells = board.labels, board.cells
-    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in records:
         by[(r.model, r.task)].append(r)
-    rows, ids, meta = [], {}, []
+    rows: list[list[str]] = []
+    ids: dict[int, str] = {}
+    meta: list[dict[str, str]] = []
     for label in labels:
         for task in tasks:
             cell = cells.get((label, task))
