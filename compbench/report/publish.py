@@ -90,6 +90,11 @@ def publish(
                     selected=selected, source=source)[0]
 
 
+# What summary.json keeps of a run's summary (beside the suite's name): docs/reference/output-files.md names each.
+SUMMARY_KEYS = ("device", "executor", "workers", "executor_reason", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped",
+                "n_missing", "n_stale", "interrupted", "selection", *CONFIG_KEYS)
+
+
 def _publish(
     out_dir: Path, loaded: LoadedSuite, records: list[CellRecord], summary: dict[str, Any], *,
     verdicts: list[Verdict], formats: tuple[str, ...], skipped: list[str] | None,
@@ -98,10 +103,8 @@ def _publish(
     """`publish`, and whether the inputs digest came from its cache (cached_inputs_digest)."""
     records = as_records(records)
     check_owner(out_dir, loaded)
-    keep = ("device", "executor", "workers", "executor_reason", "wall_time", "n_run", "n_cached", "n_failed", "n_skipped", "n_missing", "n_stale",
-            "interrupted", "selection", *CONFIG_KEYS)
     # The suite's name is written whatever the summary says: it is what claims the directory.
-    kept = {"suite": loaded.name, **{k: summary[k] for k in keep if k in summary}}
+    kept = {"suite": loaded.name, **{k: summary[k] for k in SUMMARY_KEYS if k in summary}}
     write_atomic(out_dir, SUMMARY_FILE, json.dumps(kept, indent=2))
     ctx = _Context(out_dir, loaded, records, verdicts, summary, formats, selected=selected, source=source)
     inputs, cached = cached_inputs_digest(out_dir, loaded, records, verdicts, formats, selected)
