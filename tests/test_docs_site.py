@@ -59,7 +59,7 @@ def test_readme_is_a_short_front_page_with_the_ci_test_command():
     text = README.read_text(encoding="utf-8")
     assert len(text.encode("utf-8")) <= 15_000  # issue #38: the front page, not the manual
     test = text.split("\n## Test\n", 1)[1]
-    assert ("pip install -e '.[test]' && pytest -n auto --dist loadfile -m \"not slow\" && pytest -n auto --dist loadfile -m slow\n"
+    assert ("pip install -e '.[test]' && pytest -n auto -m \"not slow\" && pytest -n auto --dist worksteal -m slow\n"
             in test and 'pytest -m "not slow"' in test)
     for name in ("THEORY.md", "LITERATURE.md", "REFERENCE.md", "DESIGN.md"):  # not in the repository
         assert name not in text, name

@@ -40,8 +40,8 @@ def bash_lines(block_text: str) -> list[str]:
 def test_ci_runs_the_readme_test_command_read_out_of_the_readme():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (command,) = bash_lines(section("Test"))
-    assert command == ("pip install -e '.[test]' && pytest -n auto --dist loadfile -m \"not slow\" "
-                       "&& pytest -n auto --dist loadfile -m slow")
+    assert command == ("pip install -e '.[test]' && pytest -n auto -m \"not slow\" "
+                       "&& pytest -n auto --dist worksteal -m slow")
     # The fast tier first, then the slow one: the two marker expressions are each other's complement, so every
     # test runs once and none falls between them.
     assert [tier(step) for step in command.split(" && ")[1:]] == ["not slow", "slow"]
