@@ -282,7 +282,9 @@ def _grams(adapter, enc, old: bool, monkeypatch: pytest.MonkeyPatch):  # noqa: A
         return adapter.kernel(enc.train, enc.train), adapter.kernel(enc.evaluate, enc.train)
 
 
-SUITES = ["kernel-limits", "redundant-input", "modular-teacher", "slot-decoder", "kernel-limits-images"]
+# modular-teacher's solves (its Grams the largest, 34 s of CI's slow tier) equalled the old path to 3.3e-9 when
+# this comparison was made; the solver they go through is the one the other suites' cells check here.
+SUITES = ["kernel-limits", "redundant-input", "slot-decoder", "kernel-limits-images"]
 
 
 @pytest.mark.slow
@@ -299,9 +301,7 @@ def test_bundled_suites_solves_equal_the_old_lstsq_path(suite: str, monkeypatch:
     slot-decoder's slot-additive kernel, 3.3e-9 on modular-teacher, 4.9e-8 on relu NTKs of the
     images suite's digits, ≤ 1e-10 on kernel-limits and redundant-input; bounded here by 1e-6.
     """
-    # modular-teacher's Grams are the largest (its solves took 74 s of a CI run at 3 cells per model): one per model
-    per_model = 1 if suite == "modular-teacher" else 3
-    cells = list(_images_cells() if suite == "kernel-limits-images" else _suite_kernel_cells(suite, per_model=per_model))
+    cells = list(_images_cells() if suite == "kernel-limits-images" else _suite_kernel_cells(suite, per_model=3))
     assert cells, f"no min-norm kernel cells found in {suite}"
     worst_solve = worst_total = 0.0
     for label, adapter, enc in cells:
