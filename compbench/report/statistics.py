@@ -157,6 +157,21 @@ def _row_order(records: list[CellRecord], expected: list[tuple[str, str, str]], 
     return list(dict.fromkeys(names))
 
 
+def _cells_by_row(
+    records: list[CellRecord], expected: Expected
+) -> tuple[Any, Any, dict[tuple[str, str], list[CellRecord]], set[tuple[str, str]]]:
+    """A table's rows: sweep members and big sweeps, the records of each (row, task) (a big sweep is one row; its
+    invalid members, e.g. non-PSD kernels, are left to the sweep table) and the (row, task) pairs expected."""
+    members, big = sweep_members(records)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
+    for r in records:
+        if r.group in big and r.skipped:
+            continue
+        by[(r.group if r.group in big else r.model, r.task)].append(r)
+    wanted = {(g if g in big else m, t) for m, g, t in expected}
+    return members, big, by, wanted
+
+
 def leaderboard_cells(
     records: list[CellRecord], tasks: list[str], expected: Expected = (), references: Iterable[str] = ()
 ) -> tuple[list[str], dict[tuple[str, str], CellStats]]:
@@ -167,13 +182,7 @@ def leaderboard_cells(
     references = frozenset(references)
     records = as_records(records)
     expected = list(expected)
-    members, big = sweep_members(records)
-    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
-    for r in records:
-        if r.group in big and r.skipped:
-            continue  # invalid sweep members (e.g. non-PSD kernels) are counted in the sweep table
-        by[(r.group if r.group in big else r.model, r.task)].append(r)
-    wanted = {(g if g in big else m, t) for m, g, t in expected}
+    members, big, by, wanted = _cells_by_row(records, expected)
     labels, cells = [], {}
     for name, is_big in _row_order(records, expected, big):
         label = f"{name} ({len(members[name])} models)" if is_big else name
@@ -283,13 +292,7 @@ def theory_stats(
     """
     records = as_records(records)
     expected = list(expected)
-    members, big = sweep_members(records)
-    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
-    for r in records:
-        if r.group in big and r.skipped:
-            continue
-        by[(r.group if r.group in big else r.model, r.task)].append(r)
-    wanted = {(g if g in big else m, t) for m, g, t in expected}
+    members, big, by, wanted = _cells_by_row(records, expected)
     order = {t: i for i, t in enumerate(tasks)}
     out = []
     for name, is_big in _row_order(records, expected, big):
