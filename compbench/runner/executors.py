@@ -230,9 +230,9 @@ def run_process_pool(
     worker or when the job before it reported) has its worker killed the same way. `on_stage` hears
     the workers' stage reports (compbench.stage_progress) as they arrive.
     """
-    ctx = multiprocessing.get_context()
+    ctx = worker_context(device)
     tasks = _tasks_of(jobs)
-    _prepare(tasks)
+    _prepare(tasks, ctx)
     queue = deque(range(len(jobs)))
     pool = [_Worker(ctx, tasks, device, threads) for _ in range(pool_size(workers, len(jobs)))]
     per_job = None  # seconds per job, a running average over recent jobs (None: none finished yet)
@@ -306,14 +306,23 @@ def run_process_pool(
             w.conn.close()
 
 
-def _prepare(tasks: dict[str, PreparedTask]) -> None:
+def worker_context(device: str) -> Any:
+    """The multiprocessing context for workers on `device`: spawn for CUDA, else the platform's default.
+
+    A forked child cannot use CUDA once the parent has initialised it (and the parent's report, provenance
+    or memory check may), so a CUDA pool starts its workers fresh and sends them the tasks pickled.
+    """
+    return multiprocessing.get_context("spawn" if str(device).startswith("cuda") else None)
+
+
+def _prepare(tasks: dict[str, PreparedTask], ctx: Any) -> None:
     """Build each task's encoding and additivity fit here, once, before the workers fork from this process.
 
     Otherwise every worker builds every task it meets (the same work, once per worker). A task
     whose encoding or fit fails is left alone: the job that needs it fails in its worker and is
     recorded as that cell's error, as in this process.
     """
-    if multiprocessing.get_start_method(allow_none=True) not in (None, "fork"):
+    if ctx.get_start_method() != "fork":
         return  # spawned workers get the tasks pickled: nothing is gained by building them here
     for task in tasks.values():
         try:
