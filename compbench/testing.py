@@ -27,8 +27,9 @@ from compbench.adapters.base import (
     Fitted,
     check_fitted,
     check_kernels,
-    check_theory_options,
+    theory_options_of,
 )
+from compbench.theory.options import TheoryOptionsError
 
 __all__ = ["ConformanceError", "ConformanceReport", "check_adapter", "check_claim", "check_task_family"]
 
@@ -98,8 +99,6 @@ def _params(cls: type[Adapter], params: dict[str, Any] | AdapterParams | None, r
 
 def _check_on(cls: type[Adapter], params: AdapterParams, where: str, enc: Any, report: ConformanceReport, device: str) -> None:
     """Every contract check of one adapter on one encoded task."""
-    from compbench.theory.predict import theory_predictions
-
     n_train, n_eval = len(enc.train), len(enc.evaluate)
     adapter = cls(params, device=device)
     fitted = adapter.fit_seeds(enc.train, enc.evaluate, list(SEEDS))
@@ -110,9 +109,12 @@ def _check_on(cls: type[Adapter], params: AdapterParams, where: str, enc: Any, r
     for seed, fit in zip(SEEDS, fitted):
         for b in check_fitted(fit, n_train, n_eval):
             report.add(f"{where}, seed {seed}", b.name, b.message)
-    options = adapter.theory_options()
-    for b in check_theory_options(options):
-        report.add(where, b.name, b.message)
+    try:
+        options = theory_options_of(adapter, cls.__name__)
+    except TheoryOptionsError as exc:
+        options = None
+        for problem in exc.problems:
+            report.add(where, "theory-options", problem)
     if not isinstance(adapter.theory_kernel_name(), str):
         report.add(where, "theory-kernel-name", "theory_kernel_name() must return a str")
     shared = None
@@ -122,15 +124,13 @@ def _check_on(cls: type[Adapter], params: AdapterParams, where: str, enc: Any, r
             shared = (K_tt, adapter.kernel(enc.evaluate, enc.train))
             for b in check_kernels(shared, n_train, n_eval):
                 report.add(where, b.name, f"kernel(): {b.message}")
-    if report.breaks:  # the checks below need well-formed output
+    if report.breaks or options is None:  # the checks below need well-formed output
         return
     for seed, fit in zip(SEEDS, fitted):
         kernels = fit.kernels or shared
         if fit.error is None and fit.theory_predictions is None and kernels is not None:
-            regression = options["objective"] in ("min_norm", "ridge")
             try:
-                theory_predictions(kernels[0], kernels[1], enc.train.y, f0_train=fit.initial_train if regression else None,
-                                   f0_eval=fit.initial_eval if regression else None, **options)
+                options.predict(kernels[0], kernels[1], enc.train.y, f0_train=fit.initial_train, f0_eval=fit.initial_eval)
             except Exception as exc:  # noqa: BLE001
                 report.add(f"{where}, seed {seed}", "theory-solve", f"the theory engine cannot use this output: {type(exc).__name__}: {exc}")
     again = cls(params, device=device).fit_seeds(enc.train, enc.evaluate, list(SEEDS))
@@ -174,7 +174,7 @@ def check_adapter(
     if want_images:
         kinds.append(("digits", IMAGE_TASK))
     try:
-        objective = adapter_class(p, device=device).theory_options().get("objective")
+        objective = theory_options_of(adapter_class(p, device=device), adapter_class.__name__).objective
     except Exception:  # noqa: BLE001 — reported as a break by the checks below
         objective = None
     for encoding, (where, family, task_params) in kinds:

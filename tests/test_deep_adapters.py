@@ -16,6 +16,7 @@ from compbench.runner.device import DeviceUnavailableError, resolve_device  # no
 from compbench.runner.run import run_suite  # noqa: E402
 from compbench.suite import SuiteError, parse_suite  # noqa: E402
 from compbench.tasks import make_task  # noqa: E402
+from compbench.theory.options import TheoryOptions  # noqa: E402
 
 TIMM = "timm:test_resnet"  # timm's own tiny test network (a few hundred thousand parameters)
 TRAIN = {"optimizer": "adam", "lr": 1e-2, "epochs": 10}
@@ -69,7 +70,7 @@ def test_adapter_trains_predicts_and_gives_theory_inputs(name, toy):
         assert np.array_equal(again.predictions, fit.predictions)
         assert np.array_equal(again.initial_eval, fit.initial_eval)
         assert np.array_equal(again.kernels[0], fit.kernels[0]) and np.array_equal(again.kernels[1], fit.kernels[1])
-    assert model.theory_options() == {"objective": "min_norm"} and model.theory_kernel_name() == "empirical_ntk_at_init"
+    assert model.theory_options() == TheoryOptions("min_norm") and model.theory_kernel_name() == "empirical_ntk_at_init"
 
 
 def test_center_starts_at_zero_with_the_same_ntk_and_scale_multiplies_it(toy):

@@ -20,6 +20,7 @@ from compbench.adapters.deep import output_module  # noqa: E402
 from compbench.encodings.batch import Batch  # noqa: E402
 from compbench.training.minibatch import loss_fn, train_minibatch  # noqa: E402
 from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet  # noqa: E402
+from compbench.theory.options import TheoryOptions  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -179,7 +180,7 @@ def test_class_losses_train_a_separable_problem(loss, vectorize):
         assert before < 0.75 and after == 1.0
         assert fit.info["steps"] == 40 and fit.info["epochs"] == 14  # 3 batches per epoch
         assert fit.info["train_loss"] < 0.1  # at f = 0 both losses are ≥ 1 (log 3, and 1)
-    assert model.theory_options() == {"objective": "min_norm"}  # the MSE-on-one-hot network's theory
+    assert model.theory_options() == TheoryOptions("min_norm")  # the MSE-on-one-hot network's theory
 
 
 @pytest.mark.parametrize("loss", ["mse", "cross_entropy", "categorical_hinge"])

@@ -7,6 +7,7 @@ import pytest
 
 from compbench.theory.linearised import linearised_gd
 from compbench.theory.regression import kernel_regression
+from compbench.theory.options import TheoryOptions
 
 
 def _sgd_in_parameter_space(phi, phi_e, y, lr, momentum, steps):
@@ -97,7 +98,7 @@ def _fit(ntk_time, **params):
 def test_a_network_trained_full_batch_gets_its_own_steps_as_theory():
     # nn.Linear is linear in its parameters: its trained outputs are the finite-time theory (float32 training).
     fit, options = _fit("trained")
-    assert options == {"objective": "linearised_gd"}
+    assert options == TheoryOptions("linearised_gd")
     assert fit.info["ntk_time"] == "trained (40 steps)"
     np.testing.assert_allclose(fit.theory_predictions, fit.predictions, atol=2e-4)
     # 40 steps are not convergence here: kernel regression from f₀ is a different prediction.
@@ -112,7 +113,7 @@ def test_a_network_trained_full_batch_gets_its_own_steps_as_theory():
 
 def test_the_converged_theory_is_still_the_default():
     fit, options = _fit("converged")
-    assert options == {"objective": "min_norm"} and fit.theory_predictions is None
+    assert options == TheoryOptions("min_norm") and fit.theory_predictions is None
 
 
 @pytest.mark.parametrize("change, named", [({"optimizer": "adam"}, "optimizer: adam"), ({"loss": "logistic"}, "loss: logistic"),

@@ -17,6 +17,7 @@ from compbench.encodings.batch import Batch  # noqa: E402
 from compbench.encodings.onehot import onehot  # noqa: E402
 from compbench.tasks import make_task  # noqa: E402
 from compbench.theory import kernel_regression, standard_mlp_ntk  # noqa: E402
+from compbench.theory.options import TheoryOptions  # noqa: E402
 from compbench.training.batched_mlp import (  # noqa: E402
     init_stacked_mlp,
     loss_and_grads,
@@ -234,7 +235,7 @@ def test_mlp_adapter_multiclass_mse_trains_the_stack_on_one_hot_targets():
 def test_mlp_adapter_cross_entropy_fits_the_training_classes():
     train, evaluate = batches("classes")
     adapter = get_adapter("mlp")(MLPParams(width=64, loss="cross_entropy", optimizer="adam", lr=0.01, max_steps=2000, loss_tol=1e-2))
-    assert adapter.theory_options() == {"objective": "min_norm"}
+    assert adapter.theory_options() == TheoryOptions("min_norm")
     for fit in adapter.fit_seeds(train, evaluate, [0, 1]):
         assert fit.error is None and fit.info["converged"]
         assert fit.predictions.shape == (81, K)

@@ -22,6 +22,7 @@ from compbench.adapters.registry import (
     get_adapter,
     register_adapter,
 )
+from compbench.theory.options import TheoryOptions
 
 __all__ = [
     "ADAPTERS",
@@ -30,6 +31,7 @@ __all__ = [
     "Batch",
     "Fitted",
     "InvalidModelError",
+    "TheoryOptions",
     "UnknownAdapterError",
     "adapter_names",
     "get_adapter",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -10,6 +11,7 @@ import numpy as np
 from compbench.encodings.batch import Batch
 from compbench.errors import CompbenchError
 from compbench.params import StrictParams
+from compbench.theory.options import TheoryOptions, TheoryOptionsError
 
 
 class AdapterParams(StrictParams):
@@ -40,11 +42,6 @@ class Fitted:
     # k(x, x) of the theory kernel on each evaluation sample (averaged over outputs), for the nearest-training-sample
     # similarity (compbench.theory.similarity); None: the runner asks `Adapter.kernel`, if the model has one.
     kernel_diagonal: np.ndarray | None = None
-
-
-# What `compbench.theory.predict.theory_predictions` accepts from `Adapter.theory_options()`.
-THEORY_OBJECTIVES = ("min_norm", "ridge", "svm", "svr", "linearised_gd", "gln_program")
-THEORY_OPTION_KEYS = ("objective", "ridge", "C", "epsilon", "max_iter")
 
 
 @dataclass(frozen=True)
@@ -174,29 +171,15 @@ def kernel_outputs(kernels: tuple[np.ndarray, np.ndarray], n_train: int) -> int:
     return int(np.shape(kernels[0])[0]) // max(1, n_train)
 
 
-def check_theory_options(options: Any) -> list[ContractBreak]:
-    """Problems of `theory_options()`: a dict with a known `objective` and only known keys."""
-    if not isinstance(options, dict):
-        return [ContractBreak("theory-options", f"theory_options() must return a dict, got {type(options).__name__}")]
-    problems = []
-    if "objective" not in options:
-        problems.append(ContractBreak("theory-options", f"theory_options() has no 'objective' (one of {', '.join(THEORY_OBJECTIVES)})"))
-    elif options["objective"] not in THEORY_OBJECTIVES:
-        problems.append(ContractBreak("theory-options", f"theory_options() objective {options['objective']!r} is not one of {', '.join(THEORY_OBJECTIVES)}"))
-    unknown = [k for k in options if k not in THEORY_OPTION_KEYS]
-    if unknown:
-        problems.append(ContractBreak("theory-options", f"theory_options() has unknown keys {', '.join(map(repr, unknown))} (known: {', '.join(THEORY_OPTION_KEYS)})"))
-    for key, low, strict in (("ridge", 0.0, False), ("C", 0.0, True), ("epsilon", 0.0, False)):
-        v = options.get(key)
-        if v is None:
-            continue
-        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and np.isfinite(v) and (v > low if strict else v >= low)
-        if not ok:
-            problems.append(ContractBreak("theory-options", f"theory_options() {key} must be a finite number {'>' if strict else '≥'} {low:g}, got {v!r}"))
-    it = options.get("max_iter")
-    if it is not None and (isinstance(it, bool) or not isinstance(it, (int, np.integer))):
-        problems.append(ContractBreak("theory-options", f"theory_options() max_iter must be an int (-1: no limit), got {it!r}"))
-    return problems
+def theory_options_of(adapter: Adapter, name: str) -> TheoryOptions:
+    """The adapter's `theory_options()` typed: the one place a plain dict (a file model's, a third party's) is converted.
+
+    Raises TheoryOptionsError, one line naming the adapter and every bad key or value.
+    """
+    try:
+        return TheoryOptions.of(adapter.theory_options())
+    except TheoryOptionsError as exc:
+        raise TheoryOptionsError(exc.problems, adapter=name) from None
 
 
 class Adapter:
@@ -232,9 +215,9 @@ class Adapter:
         """
         return None
 
-    def theory_options(self) -> dict[str, Any]:
-        """The kernel machine the model's training corresponds to: objective, ridge, C, ..."""
-        return {"objective": "min_norm"}
+    def theory_options(self) -> TheoryOptions | Mapping[str, Any]:
+        """The kernel machine the model's training corresponds to (a plain dict of the same keys is read as one)."""
+        return TheoryOptions()
 
     def theory_kernel_name(self) -> str:
         """A short description of the kernel used for theory (shown in records)."""

@@ -39,6 +39,7 @@ from pydantic import Field, model_validator
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 
 from compbench.losses import CLASS_LOSSES
+from compbench.theory.options import TheoryOptions
 
 if TYPE_CHECKING:
     import torch
@@ -393,7 +394,7 @@ class NetworkAdapter(Adapter):
         from compbench.theory import ntk_cg_regression
 
         p = self.params
-        if self.theory_options()["objective"] != "min_norm":
+        if self.theory_options().objective != "min_norm":
             raise ValueError(
                 "the NTK Grams exceed ntk_max_memory and the max-margin (logistic) theory needs them: "
                 "raise ntk_max_memory or use loss: mse"
@@ -529,13 +530,13 @@ class NetworkAdapter(Adapter):
         at_init.theory = theory.reshape(at_init.f0_eval.shape)
         at_init.info["ntk_time"] = f"trained ({steps} steps)"
 
-    def theory_options(self) -> dict[str, Any]:
+    def theory_options(self) -> TheoryOptions:
         """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross_entropy and
         categorical_hinge → min-norm regression of the one-hot targets (the theory predicts the
         MSE-on-one-hot network)."""
         if self.params.ntk_time == "trained":
-            return {"objective": "linearised_gd"}
-        return {"objective": "svm" if self.params.loss == "logistic" else "min_norm"}
+            return TheoryOptions("linearised_gd")
+        return TheoryOptions("svm" if self.params.loss == "logistic" else "min_norm")
 
     def theory_kernel_name(self) -> str:
         """The kernel behind the theory prediction."""

@@ -29,6 +29,7 @@ from pydantic import Field
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 from compbench.adapters.registry import register_adapter
+from compbench.theory.options import TheoryOptions
 
 
 class FrozenProbeParams(AdapterParams):
@@ -108,10 +109,10 @@ class FrozenProbeAdapter(Adapter):
                               features=(phi_tr, phi_ev), kernel_diagonal=np.sum(phi_ev**2, axis=1)))
         return out
 
-    def theory_options(self) -> dict[str, Any]:
+    def theory_options(self) -> TheoryOptions:
         """Kernel ridge regression with the readout's λ (min-norm at λ = 0)."""
         lam = self.params.ridge
-        return {"objective": "ridge", "ridge": lam} if lam > 0 else {"objective": "min_norm"}
+        return TheoryOptions("ridge", lam) if lam > 0 else TheoryOptions("min_norm")
 
     def theory_kernel_name(self) -> str:
         """The linear kernel on the frozen features."""

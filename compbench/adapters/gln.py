@@ -22,6 +22,7 @@ from pydantic import Field
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 from compbench.adapters.registry import register_adapter
+from compbench.theory.options import TheoryOptions
 
 
 class GLNParams(AdapterParams):
@@ -94,9 +95,9 @@ class GLNAdapter(Adapter):
             fitted.append(Fitted(preds[i], info=info, error=error, theory_predictions=theory))
         return fitted
 
-    def theory_options(self) -> dict[str, Any]:
+    def theory_options(self) -> TheoryOptions:
         """The GLN program's prediction comes with each seed (Fitted.theory_predictions)."""
-        return {"objective": "gln_program"}
+        return TheoryOptions("gln_program")
 
     def theory_kernel_name(self) -> str:
         """The penalty the theory minimises."""

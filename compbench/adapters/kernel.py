@@ -31,6 +31,7 @@ from pydantic import Field, model_validator
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted, InvalidModelError
 from compbench.adapters.registry import register_adapter
+from compbench.theory.options import TheoryOptions
 
 
 PSD_TOL = 1e-8  # the reference code's tolerance on the smallest eigenvalue
@@ -238,10 +239,10 @@ class KernelAdapter(Adapter):
         fitted = Fitted(preds, info=info, kernels=(K_tr, K_ev), theory_predictions=engine_fit)
         return [fitted for _ in seeds]
 
-    def theory_options(self) -> dict[str, Any]:
+    def theory_options(self) -> TheoryOptions:
         """Same machine as the adapter itself."""
         p = self.params
-        return {"objective": p.objective, "ridge": p.ridge, "C": p.C, "epsilon": p.epsilon, "max_iter": p.max_iter}
+        return TheoryOptions(p.objective, p.ridge, p.C, p.epsilon, p.max_iter)
 
     def theory_kernel_name(self) -> str:
         """E.g. 'overlap', 'relu_ntk(depth=2)' or 'additive_modules(relu_ntk, depth=1)'."""

@@ -27,6 +27,7 @@ from pydantic import Field, model_validator
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
 from compbench.adapters.registry import register_adapter
 from compbench.losses import CLASS_LOSSES, loss_problem
+from compbench.theory.options import TheoryOptions
 
 
 class MLPParams(AdapterParams):
@@ -199,10 +200,10 @@ class MLPAdapter(Adapter):
         )
         return nngp
 
-    def theory_options(self) -> dict[str, Any]:
+    def theory_options(self) -> TheoryOptions:
         """MSE → min-norm regression from f_0; logistic → max-margin SVM; cross-entropy → min-norm
         regression of the one-hot targets (the prediction for the MSE-on-one-hot network)."""
-        return {"objective": "svm" if self.params.loss == "logistic" else "min_norm"}
+        return TheoryOptions("svm" if self.params.loss == "logistic" else "min_norm")
 
     def theory_kernel_name(self) -> str:
         """Which NTK the theory prediction uses."""

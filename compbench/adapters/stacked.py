@@ -10,6 +10,7 @@ import numpy as np
 from pydantic import Field
 
 from compbench.adapters.base import Adapter, AdapterParams, Batch, Fitted
+from compbench.theory.options import TheoryOptions
 
 if TYPE_CHECKING:
     import torch
@@ -56,9 +57,9 @@ class StackedModuleAdapter(Adapter):
         return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs=self.ntk_outputs(),
                                 vector_output=train.vector_output, info=info)
 
-    def theory_options(self) -> dict[str, Any]:
+    def theory_options(self) -> TheoryOptions:
         """MSE training from f_0: min-norm kernel regression on the eNTK."""
-        return {"objective": "min_norm"}
+        return TheoryOptions("min_norm")
 
 
 def stack_inputs(train: Batch, evaluate: Batch, dtype: torch.dtype, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -16,11 +16,12 @@ import numpy as np
 
 from compbench import __version__
 from compbench.adapters import InvalidModelError, get_adapter
-from compbench.adapters.base import ContractBreak, Fitted, check_fitted, check_kernels, check_theory_options, plain_info
+from compbench.adapters.base import ContractBreak, Fitted, check_fitted, check_kernels, plain_info, theory_options_of
 from compbench.records import CellError, CellRecord, Status
 from compbench.runner.cells import Job
 from compbench.runner.device import determinism_settings
 from compbench.runner.threads import current_threads
+from compbench.theory.options import TheoryOptions, TheoryOptionsError
 from compbench.scoring import score as scoring
 
 
@@ -95,8 +96,10 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
             problem = ContractBreak("fitted-count", f"fit_seeds returned {got} for {len(job.seeds)} seeds (one per seed expected)")
             return failed_records(job, device, _contract_error(name, [problem]), wall_time=time.perf_counter() - start)
         stage = "theory_options"
-        options = adapter.theory_options()
-        problems = check_theory_options(options)
+        try:
+            options, problems = theory_options_of(adapter, name), []
+        except TheoryOptionsError as exc:  # recorded as a contract break, with the record's other breaks
+            options, problems = TheoryOptions(), [ContractBreak("theory-options", p) for p in exc.problems]
         stage = "theory_kernel_name"
         kernel_name = adapter.theory_kernel_name()
         if not isinstance(kernel_name, str):
@@ -152,7 +155,7 @@ def run_job(job: Job, device: str) -> list[CellRecord]:
     return records
 
 
-def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any],
+def _seed_variance(adapter: Any, job: Job, shared: Any, options: TheoryOptions,
                    shared_factor: _SharedFactor) -> tuple[list[float | None] | None, dict[str, float]]:
     """What the NTK-GP (compbench.theory.seed_variance) predicts of the spread over seeds: each held-out cell's
     variance (None elsewhere), and the standard deviation of the held-out score where it has a closed form
@@ -163,11 +166,11 @@ def _seed_variance(adapter: Any, job: Job, shared: Any, options: dict[str, Any],
     """
     from compbench.adapters.base import kernel_outputs
     from compbench.limits import SEED_VARIANCE_SAMPLES
-    from compbench.theory.regression import kernel_regression, solves_min_norm
+    from compbench.theory.regression import kernel_regression
     from compbench.theory.seed_variance import cell_mean_covariance, ntk_gp_covariance, r2_sd
 
     enc, data = job.encoded, job.task.data
-    if not solves_min_norm(options["objective"], options.get("ridge", 0)) or len(enc.evaluate) > SEED_VARIANCE_SAMPLES:
+    if not options.min_norm or len(enc.evaluate) > SEED_VARIANCE_SAMPLES:
         return None, {}
     if kernel_outputs(shared, len(enc.train)) != 1:  # a full (n·K)² kernel: no output-shared NNGP to pair it with
         return None, {}
@@ -213,37 +216,25 @@ class _SharedFactor:
         return self._factor
 
 
-def _theory_samples(fit: Fitted, kernels: Any, options: dict[str, Any], enc: Any, factor: Any = None) -> np.ndarray:
+def _theory_samples(fit: Fitted, kernels: Any, options: TheoryOptions, enc: Any, factor: Any = None) -> np.ndarray:
     """The kernel-theory prediction on every evaluation sample, shaped like the predictions."""
     from compbench.adapters.base import kernel_outputs
-    from compbench.theory.predict import theory_predictions
 
-    regression = options["objective"] in ("min_norm", "ridge")
     train = enc.train
     if not train.vector_output:
-        return theory_predictions(
-            kernels[0], kernels[1], train.y,
-            f0_train=fit.initial_train if regression else None,
-            f0_eval=fit.initial_eval if regression else None,
-            factor=factor if regression else None,
-            **options,
-        )
-    if not regression:
-        raise ValueError(f"objective {options['objective']!r} needs one ±1 (svm) or real (svr) target; this task has {train.n_outputs} outputs")
+        return options.predict(kernels[0], kernels[1], train.y, f0_train=fit.initial_train, f0_eval=fit.initial_eval,
+                               factor=factor)
+    if not options.regression:
+        raise ValueError(f"objective {options.objective!r} needs one ±1 (svm) or real (svr) target; this task has {train.n_outputs} outputs")
     # Multi-class: the MSE-on-one-hot network's prediction (argmax scored as the class).
     y = train.target_matrix()
     f0_tr = None if fit.initial_train is None else np.asarray(fit.initial_train, dtype=np.float64)
     f0_ev = None if fit.initial_eval is None else np.asarray(fit.initial_eval, dtype=np.float64)
     k = kernel_outputs(kernels, len(train))
     if k == 1:  # one kernel shared by the outputs (analytic NTK ⊗ I, or the output-averaged eNTK)
-        return theory_predictions(kernels[0], kernels[1], y, f0_train=f0_tr, f0_eval=f0_ev, factor=factor, **options)
-    flat = theory_predictions(
-        kernels[0], kernels[1], y.reshape(-1),
-        f0_train=None if f0_tr is None else f0_tr.reshape(-1),
-        f0_eval=None if f0_ev is None else f0_ev.reshape(-1),
-        factor=factor,
-        **options,
-    )
+        return options.predict(kernels[0], kernels[1], y, f0_train=f0_tr, f0_eval=f0_ev, factor=factor)
+    flat = options.predict(kernels[0], kernels[1], y.reshape(-1), f0_train=None if f0_tr is None else f0_tr.reshape(-1),
+                           f0_eval=None if f0_ev is None else f0_ev.reshape(-1), factor=factor)
     return flat.reshape(-1, k)
 
 
@@ -282,7 +273,7 @@ def _representation(job: Job, fit: Fitted, kernels: Any, enc: Any, adapter: Any)
     return probe, [float(v) if held and np.isfinite(v) else None for v, held in zip(cell, test)]
 
 
-def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_name: str, enc: Any, where: list[str],
+def _score(job: Job, fit: Fitted, shared: Any, options: TheoryOptions, kernel_name: str, enc: Any, where: list[str],
            shared_factor: _SharedFactor | None = None, adapter: Any = None) -> dict[str, Any]:
     """One valid seed's theory prediction, then its scores (scoring.score, from the rounded outputs it stores)."""
     kernels = fit.kernels or shared
@@ -290,13 +281,10 @@ def _score(job: Job, fit: Fitted, shared: Any, options: dict[str, Any], kernel_n
     if fit.theory_predictions is not None:
         sample_theory = np.asarray(fit.theory_predictions, dtype=np.float64)
     elif kernels is not None:
-        from compbench.theory.regression import solves_min_norm
-
-        min_norm = solves_min_norm(options["objective"], options.get("ridge", 0))
-        factor = shared_factor.get(kernels) if shared_factor is not None and min_norm else None
+        factor = shared_factor.get(kernels) if shared_factor is not None and options.min_norm else None
         sample_theory = _theory_samples(fit, kernels, options, enc, factor)
     where[0] = "representation"
     probe, nearest = _representation(job, fit, kernels, enc, adapter) if adapter is not None else (None, None)
     out = scoring.score_outputs(job.task, fit.predictions, sample_theory, enc.evaluate.cell_ids, where, probe=probe,
                                 nearest=nearest)
-    return {**out, "theory_kernel": kernel_name, "theory_objective": options["objective"], "scoring": scoring.scoring_version()}
+    return {**out, "theory_kernel": kernel_name, "theory_objective": options.objective, "scoring": scoring.scoring_version()}

@@ -203,6 +203,7 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
 def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines: LineMap, issues: list[SuiteIssue]) -> None:
     """A max-margin (SVM) model or theory needs ±1 targets: on a regression task it cannot run."""
     from compbench.adapters import get_adapter
+    from compbench.adapters.base import theory_options_of
     from compbench.losses import CLASS_LOSSES, loss_problem
 
     index = {e.id: i for i, e in enumerate(loaded.suite.models)}
@@ -211,7 +212,7 @@ def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], li
         if m.group in reported:
             continue
         try:
-            objective = get_adapter(m.adapter)(m.params).theory_options().get("objective")
+            objective = theory_options_of(get_adapter(m.adapter)(m.params), m.adapter).objective
         except Exception:  # noqa: BLE001 — a plugin's theory_options is checked per cell at run time
             continue
         loss = getattr(m.params, "loss", None)
