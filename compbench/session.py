@@ -81,6 +81,12 @@ class RunRequest:
     verbose: bool = False
     command: str | None = None  # what the store's runs table records as the command
     select_models: bool = True  # False: `models` are added beside the suite's and the whole suite runs (pytest plugin)
+    # A report of what the store holds, nothing run (`compbench report`): the results folder is only read, the report
+    # goes to `report_dir` (None: the results folder), claimed only when written, and states `config`, the
+    # configuration the suite was rebuilt with (report.run_config; None: the request's own).
+    stored_only: bool = False
+    report_dir: Path | None = None
+    config: RunConfig | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,7 @@ class Plan:
     model_patterns = property(lambda self: self.selection.model_patterns, doc="The request's model selection, by id.")
     task_patterns = property(lambda self: self.selection.task_patterns, doc="The request's task selection.")
     config = property(lambda self: self.selection.config, doc="What `compbench report` needs to rebuild the run's report.")
+    report_dir = property(lambda self: self.request.report_dir or self.out_dir, doc="Where `report` writes.")
     notes = property(lambda self: self.selection.notes, doc="Notes the outcome carries (e.g. a model with no source).")
 
     @property
@@ -202,8 +209,8 @@ def choose(request: RunRequest) -> Selection:
         raise RequestError("fail_fast", f"works with {{executor}} local only (a {request.executor} executor has other "
                            "cells in flight when one fails); drop one of them")
     check_cell_timeout(request.executor, request.cell_timeout)
-    config = config_of(loaded, added, profile=request.profile, model_args=model_args, tags=request.tags,
-                       seeds=request.seeds)
+    config = request.config or config_of(loaded, added, profile=request.profile, model_args=model_args, tags=request.tags,
+                                         seeds=request.seeds)
     if request.seed_start is not None and request.seeds is None:
         raise RequestError("seed_start", "needs {seeds} (seeds {seed_start} .. {seed_start} + N - 1); without it the "
                            "suite's own seeds run")
@@ -228,12 +235,15 @@ def choose(request: RunRequest) -> Selection:
 def plan(request: RunRequest, chosen: Selection | None = None) -> Plan:
     """Check the request and make it concrete before anything trains: its suites (`chosen`, when `choose` made them
     already), the tasks built once, the jobs, the results folder refused if it is not for this run."""
+    from compbench.outcome import report_devices
     from compbench.runner.cells import expand_jobs, prepare_tasks
     from compbench.runner.device import resolve_device
 
     chosen = chosen if chosen is not None else choose(request)
     loaded, narrowed, task_patterns, model_patterns = chosen.whole, chosen.suite, chosen.task_patterns, chosen.model_patterns
-    device = resolve_device(request.device)
+    out_dir = Path(request.results) if request.results is not None else Path("results") / loaded.name
+    # Stored results are the jobs of the device their last run used (no torch import to ask for one).
+    device = report_devices(out_dir)[0] if request.stored_only else resolve_device(request.device)
     tasks = prepare_tasks(loaded)  # the whole suite's, once: the run and a partial run's report share them
     jobs = tuple(expand_jobs(narrowed, tasks, device))
     if not jobs:
@@ -241,17 +251,19 @@ def plan(request: RunRequest, chosen: Selection | None = None) -> Plan:
             raise RequestError("tasks", f"no model of suite {loaded.name} selected runs on the tasks {{tasks}} "
                                f"{' '.join(task_patterns)} selects", lead=False)
         raise RequestError("models", f"{' '.join(model_patterns or ())} run on none of the tasks of suite {loaded.name}")
-    out_dir = Path(request.results) if request.results is not None else Path("results") / loaded.name
-    _gate(out_dir, loaded, report=bool(request.formats))
+    if request.stored_only:  # read, never claimed; the report's folder is claimed when the report is written
+        _gate(request.report_dir or out_dir, loaded, report=True, claim=False)
+    else:
+        _gate(out_dir, loaded, report=bool(request.formats))
     return Plan(request, chosen, out_dir, device, tasks, jobs)
 
 
-def _gate(out_dir: Path, loaded: LoadedSuite, *, report: bool) -> None:
+def _gate(out_dir: Path, loaded: LoadedSuite, *, report: bool, claim: bool = True) -> None:
     """Refuse a results folder before anything trains: one that is not compbench's, and for a report another suite's."""
     from compbench.report.publish import check_owner, claim_results_dir
 
     # A store is shared by cell keys, so a run that writes no report may use another suite's folder.
-    (check_owner if report else claim_results_dir)(out_dir, loaded)
+    (check_owner if report else claim_results_dir)(out_dir, loaded, claim=claim)
 
 
 def run(plan: Plan) -> RunResult:
@@ -283,12 +295,25 @@ def run(plan: Plan) -> RunResult:
     return RunResult(facts, outcome, summary)
 
 
-def report(plan: Plan, result: RunResult, skipped: list[str] | None = None) -> Published:
-    """Write the report of a run into its results folder: of the whole suite, as the store holds it after a partial run."""
-    from compbench.report.publish import publish_run
+def report(plan: Plan, result: RunResult | None = None, skipped: list[str] | None = None) -> Published:
+    """Write the report of a run (`result`) into its results folder: of the whole suite, as the store holds it after a
+    partial run. With no result, the report of what the store holds (`stored`), nothing run, into `plan.report_dir`:
+    the run summary as the last run wrote it, its cell counts as the store has them now."""
+    from compbench.report.publish import NoResultsError, Published, publish, publish_run, stored_summary
 
-    return publish_run(plan.out_dir, plan.whole, result.outcome, result.summary_facts(plan),
-                       formats=plan.request.formats, skipped=skipped, profile=plan.request.profile, tasks=plan.tasks)
+    r = plan.request
+    if result is not None:
+        return publish_run(plan.out_dir, plan.whole, result.outcome, result.summary_facts(plan), formats=r.formats,
+                           skipped=skipped, profile=r.profile, tasks=plan.tasks)
+    outcome = stored(plan)
+    if not outcome.records:
+        again = f"compbench run --suite {plan.whole.name}" + (f" --profile {r.profile}" if r.profile else "")
+        raise NoResultsError(f"no stored results for suite {plan.whole.name!r}" + (f" with profile {r.profile!r}" if r.profile else "")
+                             + f" in {plan.out_dir / 'store'}; run `{again}` first")
+    summary = stored_summary(plan.out_dir, outcome, plan.config)
+    paths = publish(plan.report_dir, plan.whole, outcome.records, summary, formats=r.formats, skipped=skipped,
+                    verdicts=outcome.verdicts, source=plan.out_dir)
+    return Published(outcome, paths, [])
 
 
 def stored(plan: Plan) -> SuiteOutcome:

@@ -178,3 +178,19 @@ def test_a_plan_never_changes_the_callers_suite_and_builds_each_task_once(work, 
     assert [(c.model, c.task, c.seed) for c in result.outcome.cells] == [("overlap", "add", 0), ("Net", "add", 0),
                                                                          ("Net", "add", 1), ("Net", "add", 2)]
     assert {(c.model, c.task) for c in published.outcome.cells} >= {("relu", "te"), ("Net", "te")}
+
+
+@pytest.mark.parametrize("models", [(), ("net.py:Net", "*")], ids=["suite", "added-file-model"])
+def test_compbench_report_writes_the_report_compbench_run_wrote(work, models):
+    # `compbench report` is a face of the session too (plan → stored → report): over the store a run left, it writes
+    # that run's report, field by field, into another folder (--report-dir), and says the same outcome.
+    flags = [x for m in models for x in ("--model", m)]
+    ran = cli("run", "--suite", "faces.yaml", "--results", "by-run", "-q", *flags)
+    assert ran.rc == 1, ran.text  # `impossible` fails
+    again = cli("report", "--suite", "faces.yaml", "--results", "by-run", "--report-dir", "by-report", "-q")
+    assert again.rc == ran.rc, again.text
+    for name in REPORT_FILES:
+        assert table(work / "by-report", name) == table(work / "by-run", name), name
+    assert summary(work / "by-report") == summary(work / "by-run")
+    assert sorted(p.name for p in (work / "by-report").iterdir() if p.name != ".compbench") == \
+        sorted(p.name for p in (work / "by-run").iterdir() if p.name not in (".compbench", "store"))

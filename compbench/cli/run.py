@@ -124,16 +124,20 @@ def cmd_report(args: argparse.Namespace) -> int:
     for the configuration its last run asked for."""
     from contextlib import nullcontext
 
+    from compbench import session
     from compbench.bundle import open_results
     from compbench.report import terminal
-    from compbench.report.publish import parse_formats, rebuild
+    from compbench.report.publish import parse_formats
 
     formats = parse_formats(args.format)
     # The view is closed before an error is shown: a message about a bundle names the bundle, not its temporary copy.
     with open_results(Path(args.results)) if args.results else nullcontext() as view:
         loaded, out_dir, source, config, said = _report_config(args, view)
+        plan = session.plan(session.RunRequest(loaded, profile=config.profile, results=source, formats=formats,
+                                               stored_only=True, report_dir=out_dir, config=config))
         skipped: list[str] = []
-        outcome, paths = rebuild(out_dir, loaded, formats, skipped, profile=config.profile, config=config, source=source)
+        published = session.report(plan, skipped=skipped)
+    outcome, paths = published.outcome, published.paths
     verdicts = outcome.verdicts
     print(said)
     terminal.print_report_end(out_dir, loaded, outcome.records, verdicts, paths, every_error=args.verbose, table=not args.quiet)

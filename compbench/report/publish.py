@@ -84,7 +84,7 @@ def publish(
     another suite's is refused (ForeignResultsError) before anything is written.
     `selected`: the (model, task) pairs a partial run selected (`SuiteOutcome.selected`): a plot
     that shows any other cell is never deleted by this report (None: the report is of the whole suite).
-    `source`: the folder the records were read from, when not `out_dir` (`rebuild` from a bundle).
+    `source`: the folder the records were read from, when not `out_dir` (`compbench report` from a bundle).
     """
     return _publish(out_dir, loaded, records, summary, verdicts=verdicts, formats=formats, skipped=skipped,
                     selected=selected, source=source)[0]
@@ -537,35 +537,6 @@ def _shown_not_stored(out_dir: Path, outcome: Any) -> list[str]:
 def expected_cells(loaded: LoadedSuite) -> list[tuple[str, str, str]]:
     """(model id, sweep group, task id) for every cell the suite asks for, in suite order."""
     return [(m.id, m.group, t.id) for m in loaded.models for t in loaded.tasks_for(m)]
-
-
-def rebuild(
-    out_dir: Path, loaded: LoadedSuite, formats: tuple[str, ...] = DEFAULT_FORMATS, skipped: list[str] | None = None,
-    *, profile: str | None = None, config: RunConfig | None = None, source: Path | None = None,
-) -> tuple[SuiteOutcome, list[Path]]:
-    """Rebuild every report file from the stored records (no training); returns the suite's outcome and the files.
-
-    `config`: the configuration `loaded` was built with (`report.run_config`), recorded in summary.json
-    as the one the report states; None keeps what summary.json says. `source`: the folder whose store
-    and summary.json are read (a bundle's copy, `compbench.bundle.open_results`); None: `out_dir`.
-    """
-    from compbench.outcome import stored_outcome
-
-    source = out_dir if source is None else source
-    check_owner(out_dir, loaded, claim=False)  # publish claims it: a report with no results makes no folder
-    outcome = stored_outcome(loaded, source, profile=profile)
-    records = outcome.records
-    if not records:
-        raise NoResultsError(
-            f"no stored results for suite {loaded.name!r}"
-            + (f" with profile {profile!r}" if profile else "")
-            + f" in {source / 'store'}; run `compbench run --suite {loaded.name}"
-            + (f" --profile {profile}" if profile else "") + "` first"
-        )
-    summary = stored_summary(source, outcome, config)
-    paths = publish(out_dir, loaded, records, summary, formats=formats, skipped=skipped, verdicts=outcome.verdicts,
-                    source=source)
-    return outcome, paths
 
 
 def stored_summary(source: Path, outcome: Any, config: RunConfig | None = None) -> dict[str, Any]:
