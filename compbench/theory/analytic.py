@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from compbench.thread_scope import one_thread
@@ -76,6 +78,8 @@ def _relu_moments(
 
 # Rows of the Gram processed at once: the recursion's temporaries of one block stay in cache.
 _BLOCK_ELEMENTS = 1 << 16
+# A block's kernels from its dot products, |x|² of its rows and columns, self pairs and input width (_blocked_pair).
+_Block = Callable[[np.ndarray, np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None", int], tuple[np.ndarray, np.ndarray]]
 
 
 def _self_pairs(
@@ -98,6 +102,40 @@ def _from_norms(q_ab: np.ndarray, q_aa: np.ndarray, same: tuple[np.ndarray, np.n
         q_ab[rows, cols] = q_aa[rows]
 
 
+def _blocked_pair(x_a: np.ndarray, x_b: np.ndarray | None, block: _Block) -> tuple[np.ndarray, np.ndarray]:
+    """Two kernels of the inputs, row block by row block (the recursions' temporaries of one block stay in cache).
+
+    `block(dot, sq_a, sq_b, same, d)` gets a block's dot products x·x' (an input's pair with itself taken from its
+    norm, as the recursions keep it), its rows' and its columns' |x|², the entries that pair an input with itself
+    (`_self_pairs`) and the input width, and gives the block of each kernel. A symmetric Gram (`x_b` None or equal
+    to `x_a`) is computed on its upper triangle and mirrored, so it is exactly symmetric.
+    """
+    a, b = _inputs(x_a, x_b)
+    symmetric = _same_inputs(a, b, x_b)
+    if symmetric:
+        b = a
+    na, nb = a.shape[0], b.shape[0]
+    gram = a @ a.T if symmetric else a @ b.T  # a @ a.T: one BLAS syrk, exactly symmetric
+    sq_a = np.einsum("ij,ij->i", a, a)
+    sq_b = sq_a if symmetric else np.einsum("ij,ij->i", b, b)
+    first, second = np.empty((na, nb)), np.empty((na, nb))
+    ids = _input_ids(a, b, symmetric)
+    step = max(1, _BLOCK_ELEMENTS // max(1, nb))
+    for r0 in range(0, na, step):
+        r1 = min(na, r0 + step)
+        c0 = r0 if symmetric else 0  # a symmetric Gram: the block's columns from its diagonal on
+        dot = gram[r0:r1, c0:].copy()
+        same = _self_pairs(symmetric, ids, r0, r1, c0)
+        _from_norms(dot, sq_a[r0:r1], same)
+        k1, k2 = block(dot, sq_a[r0:r1], sq_b[c0:], same, a.shape[1])
+        first[r0:r1, c0:] = k1
+        second[r0:r1, c0:] = k2
+        if symmetric and r1 < nb:
+            first[r1:, r0:r1] = k1[:, r1 - c0 :].T
+            second[r1:, r0:r1] = k2[:, r1 - c0 :].T
+    return first, second
+
+
 @one_thread
 def relu_kernels(
     x_a: np.ndarray,
@@ -114,26 +152,12 @@ def relu_kernels(
     """
     if depth < 0:
         raise ValueError(f"depth (number of hidden layers) must be ≥ 0, got {depth}")
-    a, b = _inputs(x_a, x_b)
-    symmetric = _same_inputs(a, b, x_b)
-    if symmetric:
-        b = a
-    d = a.shape[1]
-    na, nb = a.shape[0], b.shape[0]
-    gram = a @ a.T if symmetric else a @ b.T  # a @ a.T: one BLAS syrk, exactly symmetric
-    s_aa0 = sigma_w2 * np.einsum("ij,ij->i", a, a) / d + sigma_b2
-    s_bb0 = s_aa0 if symmetric else sigma_w2 * np.einsum("ij,ij->i", b, b) / d + sigma_b2
-    nngp = np.empty((na, nb))
-    ntk = np.empty((na, nb))
-    ids = _input_ids(a, b, symmetric)
-    step = max(1, _BLOCK_ELEMENTS // max(1, nb))
-    for r0 in range(0, na, step):
-        r1 = min(na, r0 + step)
-        c0 = r0 if symmetric else 0  # a symmetric Gram: the block's columns from its diagonal on
-        s_ab = sigma_w2 * gram[r0:r1, c0:] / d + sigma_b2
-        s_aa, s_bb = s_aa0[r0:r1], s_bb0[c0:]
-        same = _self_pairs(symmetric, ids, r0, r1, c0)
-        _from_norms(s_ab, s_aa, same)
+
+    def block(dot: np.ndarray, sq_a: np.ndarray, sq_b: np.ndarray, same: tuple[np.ndarray, np.ndarray] | None,
+              d: int) -> tuple[np.ndarray, np.ndarray]:
+        s_ab = sigma_w2 * dot / d + sigma_b2
+        s_aa = sigma_w2 * sq_a / d + sigma_b2
+        s_bb = sigma_w2 * sq_b / d + sigma_b2
         k = s_ab.copy()
         for _ in range(depth):
             e, e_dot, e_aa, e_bb = _relu_moments(s_aa, s_bb, s_ab, same)
@@ -145,12 +169,9 @@ def relu_kernels(
             e_dot *= sigma_w2
             k *= e_dot
             k += s_ab
-        nngp[r0:r1, c0:] = s_ab
-        ntk[r0:r1, c0:] = k
-        if symmetric and r1 < nb:
-            nngp[r1:, r0:r1] = s_ab[:, r1 - c0 :].T
-            ntk[r1:, r0:r1] = k[:, r1 - c0 :].T
-    return nngp, ntk
+        return s_ab, k
+
+    return _blocked_pair(x_a, x_b, block)
 
 
 @one_thread
@@ -198,34 +219,16 @@ def standard_mlp_ntk(
         raise ValueError(f"width must be ≥ 1, got {width}")
     if depth < 0:
         raise ValueError(f"depth (number of hidden layers) must be ≥ 0, got {depth}")
-    a, b = _inputs(x_a, x_b)
-    symmetric = _same_inputs(a, b, x_b)
-    if symmetric:
-        b = a
-    d = a.shape[1]
     s2 = float(init_scale) ** 2
     H = float(width)
-    na, nb = a.shape[0], b.shape[0]
-    gram = a @ a.T if symmetric else a @ b.T
-    inp_aa0 = np.einsum("ij,ij->i", a, a)
-    inp_bb0 = inp_aa0 if symmetric else np.einsum("ij,ij->i", b, b)
-    bias_in = s2 / (3 * d) if bias else 0.0
     bias_hidden = s2 / (3 * H) if bias else 0.0
     b_term = 1.0 if bias else 0.0
-    ntk = np.empty((na, nb))
-    nngp = np.empty((na, nb))
-    # Row blocks (the temporaries stay in cache) over the upper triangle of a symmetric Gram, mirrored.
+
     # The NTK accumulates forward: T₁ = a⁰·a'⁰ + b, T_{l+1} = (a^l·a'^l + b) + 2σ²·Ė_l·T_l, which is
     # Σ_l P^l (a^{l-1}·a'^{l-1} + b) with P^{L+1} = 1, P^l = 2σ²·Ė_l·P^{l+1}.
-    ids = _input_ids(a, b, symmetric)
-    step = max(1, _BLOCK_ELEMENTS // max(1, nb))
-    for r0 in range(0, na, step):
-        r1 = min(na, r0 + step)
-        c0 = r0 if symmetric else 0
-        inp_ab = gram[r0:r1, c0:].copy()
-        inp_aa, inp_bb = inp_aa0[r0:r1], inp_bb0[c0:]
-        same = _self_pairs(symmetric, ids, r0, r1, c0)
-        _from_norms(inp_ab, inp_aa, same)  # θ = 0 in every layer, as in relu_kernels
+    def block(inp_ab: np.ndarray, inp_aa: np.ndarray, inp_bb: np.ndarray, same: tuple[np.ndarray, np.ndarray] | None,
+              d: int) -> tuple[np.ndarray, np.ndarray]:
+        bias_in = s2 / (3 * d) if bias else 0.0
         q_ab = 2 * s2 / d * inp_ab + bias_in
         q_aa = 2 * s2 / d * inp_aa + bias_in
         q_bb = 2 * s2 / d * inp_bb + bias_in
@@ -239,9 +242,6 @@ def standard_mlp_ntk(
             q_ab = 2 * s2 * e + bias_hidden
             q_aa = 2 * s2 * e_aa + bias_hidden
             q_bb = 2 * s2 * e_bb + bias_hidden
-        ntk[r0:r1, c0:] = t
-        nngp[r0:r1, c0:] = q_ab
-        if symmetric and r1 < nb:
-            ntk[r1:, r0:r1] = t[:, r1 - c0 :].T
-            nngp[r1:, r0:r1] = q_ab[:, r1 - c0 :].T
-    return ntk, nngp
+        return t, q_ab
+
+    return _blocked_pair(x_a, x_b, block)

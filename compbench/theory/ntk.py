@@ -39,7 +39,7 @@ sample's K-fold factors exceed ``max_memory``, the K per-output kernels are summ
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -105,6 +105,15 @@ def _jacobian_fn(module: torch.nn.Module, names: list[str], n_out: int = 1, layo
     return jac
 
 
+def trainable_parameters(module: torch.nn.Module) -> tuple[dict[str, torch.nn.Parameter], torch.nn.Parameter]:
+    """The parameters an NTK differentiates (those that require grad), by name, and the first of them (its dtype and
+    device are the kernel's); ValueError when there is none."""
+    params = {k: v for k, v in module.named_parameters() if v.requires_grad}
+    if not params:
+        raise ValueError("the module has no trainable parameters")
+    return params, next(iter(params.values()))
+
+
 def _generic_ntk(
     module: torch.nn.Module,
     xa: torch.Tensor,
@@ -157,25 +166,39 @@ def _generic_ntk(
             cache[j] = value
         return value
 
-    stage, total, done = _stage(xa, other, len(slices_a), len(slices_b), symmetric)
-    for i, sa in enumerate(slices_a):
-        ja = jac(diff, const, buffers, xa[sa])
+    def jac_a(i: int) -> list[Any]:
+        ja = jac(diff, const, buffers, xa[slices_a[i]])
         if symmetric and cache is not None:
             cache[i] = ja
+        return as_features(ja)
+
+    _fill_gram(K, xa, xb, slices_a, slices_b, R, jac_a, lambda j: as_features(jac_b(j)), 0)
+    return K
+
+
+def _fill_gram(K: torch.Tensor, xa: torch.Tensor, xb: torch.Tensor | None, slices_a: list[slice], slices_b: list[slice],
+               R: int, rows_a: Callable[[int], list[Any]], rows_b: Callable[[int], list[Any]], budget: int) -> None:
+    """K's blocks, chunk pair by chunk pair, from each chunk's features (`rows_a(i)`, `rows_b(j)`), with progress; a
+    symmetric Gram (`xb` None) on and below its diagonal only, mirrored, so it is exactly symmetric."""
+    symmetric = xb is None
+    other = xa if xb is None else xb
+    stage, total, done = _stage(xa, other, len(slices_a), len(slices_b), symmetric)
+    for i, sa in enumerate(slices_a):
+        fa = rows_a(i)
         for j, sb in enumerate(slices_b):
             if symmetric and j > i:
                 break
             ra, rb = _rows(sa, R), _rows(sb, R)
             if symmetric and j == i:
-                block = _symmetric_block(as_features(ja), ra.stop - ra.start, 0, K.device)
+                block = _symmetric_block(fa, ra.stop - ra.start, budget, K.device)
             else:
-                block = _block(as_features(ja), as_features(jac_b(j)), ra.stop - ra.start, rb.stop - rb.start, 0, K.device)
+                block = _block(fa, rows_b(j), ra.stop - ra.start, rb.stop - rb.start, budget, K.device)
             K[ra, rb] = block
             if symmetric and j < i:
                 K[rb, ra] = block.T
             done += 1
             report(stage, done, total)
-    return K
+        del fa  # a chunk's features not cached for the columns are freed before the next chunk's are made
 
 
 def _stage(xa: torch.Tensor, xb: torch.Tensor, n_a: int, n_b: int, symmetric: bool) -> tuple[str, int, int]:
@@ -680,26 +703,13 @@ def _structured_ntk(
             cache[j] = value
         return value
 
-    stage, total, done = _stage(xa, other, len(slices_a), len(slices_b), symmetric)
-    for i, sa in enumerate(slices_a):
-        fa = _factors(module, layers, xa[sa], n_out, layout)
+    def feats_a(i: int) -> list[Any]:
+        fa = _factors(module, layers, xa[slices_a[i]], n_out, layout)
         if symmetric and cache_b:
             cache[i] = fa
-        for j, sb in enumerate(slices_b):
-            if symmetric and j > i:
-                break
-            ra, rb = _rows(sa, R), _rows(sb, R)
-            if symmetric and j == i:
-                block = _symmetric_block(fa, ra.stop - ra.start, pair_budget, K.device)
-            else:
-                block = _block(fa, feats_b(j), ra.stop - ra.start, rb.stop - rb.start, pair_budget, K.device)
-            K[ra, rb] = block
-            if symmetric and j < i:
-                K[rb, ra] = block.T
-            done += 1
-            report(stage, done, total)
-        if not cache_b:
-            del fa
+        return fa
+
+    _fill_gram(K, xa, xb, slices_a, slices_b, R, feats_a, feats_b, pair_budget)
     return K
 
 
@@ -770,10 +780,7 @@ def empirical_ntk(
         raise ValueError(f"max_memory must be ≥ 1 byte, got {max_memory}")
     if outputs not in ("trace", "full"):
         raise ValueError(f"outputs must be 'trace' or 'full', got {outputs!r}")
-    params = {k: v for k, v in module.named_parameters() if v.requires_grad}
-    if not params:
-        raise ValueError("the module has no trainable parameters")
-    ref = next(iter(params.values()))
+    params, ref = trainable_parameters(module)
     # Floating inputs follow the parameters' dtype (numpy gives float64); integer inputs such as
     # token ids are passed through untouched.
     xa = torch.as_tensor(x_a, device=ref.device)

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from compbench.theory.ntk import eval_mode
+from compbench.theory.ntk import eval_mode, trainable_parameters
 from compbench.thread_scope import one_thread
 
 if TYPE_CHECKING:  # torch is imported lazily so that `import compbench.theory` stays light
@@ -104,10 +104,7 @@ class NTKOperator:
             raise ValueError(f"chunk must be ≥ 1, got {chunk}")
         if jvp not in ("forward", "reverse"):
             raise ValueError(f"jvp must be 'forward' or 'reverse', got {jvp!r}")
-        trainable = {k: p for k, p in module.named_parameters() if p.requires_grad}
-        if not trainable:
-            raise ValueError("the module has no trainable parameters")
-        ref = next(iter(trainable.values()))
+        trainable, ref = trainable_parameters(module)
         self.module, self.chunk, self.jvp_mode = module, int(chunk), jvp
         self.dtype = ref.dtype if dtype is None else dtype
         self.device = ref.device
