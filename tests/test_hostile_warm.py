@@ -151,3 +151,21 @@ def test_earlier_runs_and_superseded_rows_do_not_make_a_warm_run_read_more(warm)
     # and the warm run still reads the current records, as before
     db = sqlite3.connect(path)
     assert db.execute("SELECT COUNT(*), SUM(superseded) FROM records").fetchone() == (4 * 81, 4 * 80)
+
+
+def test_damage_in_the_current_rows_refuses_the_store_before_anything_is_written(warm):
+    # The open no longer checks the whole file: what a run reads (its current rows) is read before its first write.
+    suite, out = warm
+    path = out / "store" / "records.sqlite"
+    db = sqlite3.connect(path)
+    (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()
+    (page_size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page_size + 8:(root - 1) * page_size + 40] = bytes(range(200, 232))  # its root page's cells
+    path.write_bytes(bytes(data))
+    r = cli("run", "--suite", str(suite), "--results", str(out), "--quiet")
+    assert r.rc == 2 and "Traceback" not in r.text
+    assert f"{path}: the compbench store is corrupt" in r.err and "nothing in it was changed" in r.err
+    assert path.read_bytes() == bytes(data)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["records.sqlite"]

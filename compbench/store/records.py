@@ -110,6 +110,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 _owner_cache: dict[int, str] = {}
+# The store files (device, inode, size, mtime) this process has read before writing (ResultStore._verify): a run's verdicts, stored
+# by another ResultStore of the same file, do not read its current rows a second time.
+_verified_files: set[tuple[int, int]] = set()
 
 
 def process_owner() -> str:
@@ -217,6 +220,7 @@ class ResultStore:
         self._warned: set[str] = set()
         self._layout = SCHEMA_VERSION  # the open file's layout (READABLE_LAYOUTS), set by _open
         self._indexed = False  # whether the open file has the index of current rows (_CURRENT_INDEX)
+        self._verified = False  # whether _verify read what this process relies on before its first write
         self.run_id: str | None = None  # the run whose records `append` stores (begin_run), None outside one
 
     @contextmanager
@@ -336,6 +340,23 @@ class ResultStore:
                 db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
         self._layout = SCHEMA_VERSION
 
+    def _verify(self, db: sqlite3.Connection) -> None:
+        """Before this process first writes to the file, read the pages every command reads or writes: the current rows
+        (whole, through their index) and the last page of each table a write extends, so that damage there refuses the
+        store before anything is written (cell_size_check makes SQLite check each page it reads). Not the superseded
+        rows nor earlier runs' rows: a check of those read the whole file each time, and each run made it larger."""
+        db.execute(f"SELECT SUM(LENGTH(record)) FROM records WHERE {self._current}").fetchone()
+        for table in ("records", "runs", "claims") if self._layout >= 2 else ("records", "claims"):
+            db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()
+        self._verified = True
+        _verified_files.add(self._file_state())
+
+    def _file_state(self) -> tuple[int, ...]:
+        """The store file as _verify saw it: another file, or this one changed since (by a copy, an editor, a
+        checkpoint), is read again."""
+        st = os.stat(self.path)
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
     def _index(self, db: sqlite3.Connection) -> None:
         """Add the index of current rows to a store written before it (one scan of the records, once)."""
         if not self._indexed and self._layout >= 2:
@@ -374,6 +395,12 @@ class ResultStore:
                 # earlier write left its transaction open: end it, or this BEGIN fails and, at close,
                 # the claims this process holds would not be released.
                 db.execute("ROLLBACK")
+            if not self._verified and self._file_state() not in _verified_files:
+                try:
+                    self._verify(db)
+                except BaseException:
+                    self.close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
+                    raise
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
             self._index(db)
