@@ -110,9 +110,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 _owner_cache: dict[int, str] = {}
-# The store files (device, inode, size, mtime) this process has read before writing (ResultStore._verify): a run's verdicts, stored
-# by another ResultStore of the same file, do not read its current rows a second time.
-_verified_files: set[tuple[int, int]] = set()
+# The store files (device, inode, size, mtime) this process read before writing (ResultStore._verify): the
+# same unchanged file, written again through another ResultStore, is not read again.
+_verified_files: set[tuple[int, ...]] = set()
 
 
 def process_owner() -> str:
@@ -349,12 +349,16 @@ class ResultStore:
         for table in ("records", "runs", "claims") if self._layout >= 2 else ("records", "claims"):
             db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()
         self._verified = True
-        _verified_files.add(self._file_state())
+        if state := self._file_state():
+            _verified_files.add(state)
 
     def _file_state(self) -> tuple[int, ...]:
         """The store file as _verify saw it: another file, or this one changed since (by a copy, an editor, a
         checkpoint), is read again."""
-        st = os.stat(self.path)
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return ()  # gone: the write's _check_same_file says so
         return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _index(self, db: sqlite3.Connection) -> None:
