@@ -114,3 +114,58 @@ def test_the_digest_cache_follows_the_code_and_the_rows(warm, monkeypatch):
     assert "digest cached" not in _run(suite, out, "--force")
     _run(suite, out)
     assert _cache_key(out) != key
+
+
+def _bytes_read(step) -> int:
+    """The bytes this process read (Linux's rchar: every read and pread, SQLite's page reads included) during step()."""
+    def rchar() -> int:
+        return int(next(line for line in Path("/proc/self/io").read_text().splitlines() if line.startswith("rchar:")).split()[1])
+    before = rchar()
+    step()
+    return rchar() - before
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts the bytes read through Linux's /proc/self/io")
+def test_earlier_runs_and_superseded_rows_do_not_make_a_warm_run_read_more(warm):
+    # Each open of the store ran a quick_check of the whole file and the warm run read every row to find the current
+    # ones: the file grows by a runs row per run (its ~15k cells: 1.5 MB for kernel-limits) and by a superseded row per
+    # recomputed cell, so each run made every later warm run read more (1.2 GB read from a 229 MB store).
+    suite, out = warm
+    _run(suite, out)
+    first = _bytes_read(lambda: _run(suite, out))
+    path = out / "store" / "records.sqlite"
+    size = path.stat().st_size
+    store = ResultStore(out / "store")
+    last = store.runs()[-1]
+    current = list(store.latest().values())
+    for _ in range(80):  # 80 earlier runs, each recomputing every cell (the same records, stored again)
+        run_id = store.begin_run(last.suite or "", last.profile, {})
+        store.append(current)
+        store.end_run(run_id, last.info)
+    store.close()
+    grown = path.stat().st_size - size  # the last connection closed: its write-ahead log is in the file
+    assert grown > 1_000_000 and grown > size  # the history is most of the file now
+    _run(suite, out)  # the current rows are new rows: the report is written again, its digest cached
+    later = _bytes_read(lambda: _run(suite, out))
+    assert later - first < grown / 20, (first, later, grown)
+    # and the warm run still reads the current records, as before
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT COUNT(*), SUM(superseded) FROM records").fetchone() == (4 * 81, 4 * 80)
+
+
+def test_damage_in_the_current_rows_refuses_the_store_before_anything_is_written(warm):
+    # The open no longer checks the whole file: what a run reads (its current rows) is read before its first write.
+    suite, out = warm
+    path = out / "store" / "records.sqlite"
+    db = sqlite3.connect(path)
+    (root,) = db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'records'").fetchone()
+    (page_size,) = db.execute("PRAGMA page_size").fetchone()
+    db.close()
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page_size + 8:(root - 1) * page_size + 40] = bytes(range(200, 232))  # its root page's cells
+    path.write_bytes(bytes(data))
+    r = cli("run", "--suite", str(suite), "--results", str(out), "--quiet")
+    assert r.rc == 2 and "Traceback" not in r.text
+    assert f"{path}: the compbench store is corrupt" in r.err and "nothing in it was changed" in r.err
+    assert path.read_bytes() == bytes(data)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["records.sqlite"]

@@ -52,6 +52,11 @@ _V2_COLUMNS = (("run", "TEXT"), ("superseded", "INTEGER NOT NULL DEFAULT 0"))
 _COLUMNS = {"meta": {"name", "value"}, "records": {"id", "key", "suite", "status", "created", "record"},
             "claims": {"job", "owner", "created"},
             "runs": {"id", "started", "ended", "suite", "profile", "last_row", "info"}}
+# The tables _open checks whole before a command writes: small, and written by every command (a run's start, a claim).
+_CHECKED_WHOLE = ("meta", "claims")
+# The current row of each cell, in row order: latest() reads these rows only, not the superseded ones every recomputed
+# cell leaves behind (a full scan read them all, so each recompute made every later warm run slower).
+_CURRENT_INDEX = "CREATE INDEX IF NOT EXISTS records_current ON records (id) WHERE superseded = 0"
 _ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
 
 
@@ -105,6 +110,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 _owner_cache: dict[int, str] = {}
+# The store files (device, inode, size, mtime) this process read before writing (ResultStore._verify): the
+# same unchanged file, written again through another ResultStore, is not read again.
+_verified_files: set[tuple[int, ...]] = set()
 
 
 def process_owner() -> str:
@@ -211,6 +219,8 @@ class ResultStore:
         self._damaged: dict[str, str] = {}  # key → why its newest stored row cannot be read
         self._warned: set[str] = set()
         self._layout = SCHEMA_VERSION  # the open file's layout (READABLE_LAYOUTS), set by _open
+        self._indexed = False  # whether the open file has the index of current rows (_CURRENT_INDEX)
+        self._verified = False  # whether _verify read what this process relies on before its first write
         self.run_id: str | None = None  # the run whose records `append` stores (begin_run), None outside one
 
     @contextmanager
@@ -239,6 +249,7 @@ class ResultStore:
             existed = self.path.exists() and self.path.stat().st_size > 0
             db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
             try:
+                db.execute("PRAGMA cell_size_check = ON")  # every page checked as it is read: _open checks no more
                 if not self._open(db, create, existed):
                     db.close()
                     return None
@@ -284,10 +295,14 @@ class ResultStore:
                     f"{_ADVICE.format(path=self.path)}"
                 )
             if existed:
-                # Catch damage (a truncated copy, a bad disk) before anything is written to it.
-                problems = [r[0] for r in db.execute("PRAGMA quick_check(3)")]
-                if problems != ["ok"]:
-                    raise self._refuse(f"the compbench store is corrupt ({'; '.join(problems)})")
+                # Catch damage (a truncated copy, a bad disk) before anything is written to it. A quick_check of the
+                # whole file read every byte of it, every superseded row and every earlier run's row (the file twice,
+                # in fact) at each open, so each run made the next one slower: the small tables every command writes
+                # are checked whole, and elsewhere SQLite checks each page as it reads or changes it (cell_size_check,
+                # set in _connect); a truncated file is refused by SQLite itself when the schema is read.
+                problems = [r[0] for t in _CHECKED_WHOLE if t in tables for r in db.execute(f"PRAGMA quick_check({t})")]
+                if problems and set(problems) != {"ok"}:
+                    raise self._refuse(f"the compbench store is corrupt ({'; '.join(p for p in problems if p != 'ok')})")
             self._layout = int(row[0])
         elif not create:
             return False  # an empty file: nothing stored yet, and a reader does not create tables
@@ -296,11 +311,15 @@ class ResultStore:
                 for statement in _TABLES.values():
                     db.execute(statement)
                 db.execute("CREATE INDEX IF NOT EXISTS records_key ON records (key)")
+                db.execute(_CURRENT_INDEX)
                 db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             if not tables:
                 self._layout = SCHEMA_VERSION
+        self._indexed = "records_current" in {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         if create and self._layout < SCHEMA_VERSION:
             self._migrate(db)
+        if create:
+            self._index(db)
         if create and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
             db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
@@ -320,6 +339,34 @@ class ResultStore:
                 db.execute("UPDATE records SET superseded = 1 WHERE id NOT IN (SELECT MAX(id) FROM records GROUP BY key)")
                 db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
         self._layout = SCHEMA_VERSION
+
+    def _verify(self, db: sqlite3.Connection) -> None:
+        """Before this process first writes to the file, read the pages every command reads or writes: the current rows
+        (whole, through their index) and the last page of each table a write extends, so that damage there refuses the
+        store before anything is written (cell_size_check makes SQLite check each page it reads). Not the superseded
+        rows nor earlier runs' rows: a check of those read the whole file each time, and each run made it larger."""
+        db.execute(f"SELECT SUM(LENGTH(record)) FROM records WHERE {self._current}").fetchone()
+        for table in ("records", "runs", "claims") if self._layout >= 2 else ("records", "claims"):
+            db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()
+        self._verified = True
+        if state := self._file_state():
+            _verified_files.add(state)
+
+    def _file_state(self) -> tuple[int, ...]:
+        """The store file as _verify saw it: another file, or this one changed since (by a copy, an editor, a
+        checkpoint), is read again."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return ()  # gone: the write's _check_same_file says so
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _index(self, db: sqlite3.Connection) -> None:
+        """Add the index of current rows to a store written before it (one scan of the records, once)."""
+        if not self._indexed and self._layout >= 2:
+            with _immediate(db):
+                db.execute(_CURRENT_INDEX)
+            self._indexed = True
 
     @property
     def _current(self) -> str:
@@ -352,8 +399,15 @@ class ResultStore:
                 # earlier write left its transaction open: end it, or this BEGIN fails and, at close,
                 # the claims this process holds would not be released.
                 db.execute("ROLLBACK")
+            if not self._verified and self._file_state() not in _verified_files:
+                try:
+                    self._verify(db)
+                except BaseException:
+                    self.close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
+                    raise
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
+            self._index(db)
             with _immediate(db):
                 self._check_same_file()
                 yield db
