@@ -138,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--profile", help="a named profile of the suite")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
         _model_options(p)
+        # A check runs the cells its baseline recorded: one recorded with --task is checked with the same --task (a
+        # cell of another task is `new`, one left out `missing`).
+        p.add_argument("--task", action="append", metavar="GLOB",
+                       help="only tasks whose id matches (glob; repeatable), as run's --task; check with the --task the "
+                            "baseline was recorded with")
         _threads_option(p)
         _verbosity(p, "no progress display", "every comparison (check) or every recorded cell (baseline record)")
 
