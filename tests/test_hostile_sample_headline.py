@@ -138,3 +138,20 @@ def test_the_theory_twin_is_scored_over_samples_too():
     theory[first] = y[first] * np.array([1.0, -1.0, -1.0, -1.0])
     m = score_outputs(task, y, theory, ids)["metrics"]
     assert m["heldout_acc_samples"] == 1.0 and m["theory_acc_samples"] == pytest.approx(13 / 16)
+
+
+def test_the_context_dependence_plot_draws_the_headline_accuracy(run):
+    """The cd-blocks plot (linked from the shortcut claims) draws each block's headline: 0.625 over images, not 0.5."""
+    from compbench.report.figures import cd_blocks
+    from compbench.store.records import ResultStore
+
+    _, out, _ = run
+    store = ResultStore(out / "store")
+    try:
+        records = [r for r in store if r.model == "Fixed" and r.task == "te"]
+    finally:
+        store.close()
+    fig = cd_blocks(records, ["te"])
+    ax = fig.axes[0]
+    assert [round(p.get_height(), 6) for p in ax.patches] == [0.625]
+    assert "over samples" in ax.get_ylabel()

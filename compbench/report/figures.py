@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from compbench.records import CellRecord as Record, as_records
-from compbench.records.metric_facts import per_factor_groups
+from compbench.records.metric_facts import headline_metrics, per_factor_groups
 from compbench.report.plot_style import (DODGE, EDGE_MARKERS, MARKERS, MAX_SCATTER_POINTS, SWEEP_PARAMS, _big,
                                          _failure_label, _kind, _members, _note_handle, _ok, _plt, _range,
                                          _small_models, _span, model_colors, robust_limits)
@@ -275,6 +275,7 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
     members = _members(records)
     small = _small_models(records)
     groups = list(dict.fromkeys(r.group for r in records if r.group in big))
+    heads = headline_metrics(records)  # the leaderboard's accuracy: over images where a block's cells have several
     n_test = {t: next((r.n_test for r in records if r.task == t and r.n_test is not None), None) for t in tasks}
     labels = {t: f"{t} ({n_test[t]} held-out cells)" if n_test[t] else t for t in tasks}
     panels = [p for p in (("models", small), ("sweeps", groups)) if p[1]]
@@ -303,7 +304,7 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
                     ax.bar(offs[k], perfect / len(per), width, color=f"C{j}")
                     ax.text(offs[k], perfect / len(per) + 0.01, f"{perfect}", rotation=90, ha="center", va="bottom", fontsize=7)
                 else:
-                    accs = [r.metrics["heldout_acc"] for r in ok]
+                    accs = [r.metrics[heads[task]] for r in ok]
                     ax.bar(offs[k], np.mean(accs), width, yerr=np.std(accs) if len(accs) > 1 else None, capsize=2,
                            color=f"C{j}", error_kw={"lw": 0.8})
                     if len(ok) < len(recs):
@@ -316,7 +317,8 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
             ax.set_title("kernel sweeps", fontsize=10)
         else:
             ax.set_xticklabels(rows, rotation=25, ha="right", fontsize=8)
-            ax.set_ylabel("held-out accuracy (mean ± std over seeds)")
+            over = " over samples" if any(heads.get(t, "").endswith("_samples") for t in tasks) else ""
+            ax.set_ylabel(f"held-out accuracy{over} (mean ± std over seeds)")
             ax.set_xlabel("model")
             ax.set_title("models", fontsize=10)
         ax.set_ylim(0, 1.12)
