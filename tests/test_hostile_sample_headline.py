@@ -155,3 +155,19 @@ def test_the_context_dependence_plot_draws_the_headline_accuracy(run):
     ax = fig.axes[0]
     assert [round(p.get_height(), 6) for p in ax.patches] == [0.625]
     assert "over samples" in ax.get_ylabel()
+
+
+def test_the_site_history_draws_the_headline_accuracy(run):
+    """The site's history plots (compbench site) read each task's headline across runs: 0.625 over images on te."""
+    from compbench.site.history import run_means
+    from compbench.store.records import ResultStore
+
+    _, out, _ = run
+    store = ResultStore(out / "store")
+    try:
+        runs = store.runs()
+    finally:
+        store.close()
+    means = run_means(out, runs)
+    assert means["heldout_acc_samples"][("Fixed", "te")] == [0.625]
+    assert ("Fixed", "te") not in means.get("heldout_acc", {})
