@@ -17,7 +17,7 @@ from compbench import __version__
 from compbench.errors import CompbenchError
 from compbench.records import CellRecord, as_records, big_groups
 from compbench.limits import MAX_SEED
-from compbench.records.metric_facts import bounds_of, direction_of, score_metric
+from compbench.records.metric_facts import bounds_of, direction_of, headline_metrics
 from compbench.files import write_atomic
 
 BASELINE_SCHEMA = 1
@@ -25,6 +25,7 @@ BASELINE_SCHEMA = 1
 # metric's fact (records.metric_facts.direction_of): a baseline's policy may repeat it, never change it.
 DEFAULT_POLICY: dict[str, dict[str, Any]] = {
     "heldout_acc": {"k": 2.5, "floor": 0.05},
+    "heldout_acc_samples": {"k": 2.5, "floor": 0.05},
     "heldout_r2": {"k": 2.5, "floor": 0.02},
     "theory_r2": {"k": 2.5, "floor": 0.02},
     "additivity": {"k": 2.5, "floor": 0.02},
@@ -258,6 +259,7 @@ def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str
     for r in records:
         if not r.skipped:
             by[cell_id(r, big)].append(r)
+    heads = headline_metrics(records)
     out: dict[str, dict[str, Any]] = {}
     for cell, recs in by.items():
         ok = [r for r in recs if r.ok]
@@ -265,8 +267,7 @@ def cell_summaries(records: list[CellRecord] | list[dict[str, Any]]) -> dict[str
         entry: dict[str, Any] = {"task": recs[0].task, "group": recs[0].group, "errors": errors, "metrics": {}}
         if errors:
             entry["first_error"] = str(next(r.message or r.status.value for r in recs if not r.ok))[:200]
-        kind = next((r.kind for r in recs if r.kind), None)
-        score = score_metric(kind) if kind else "heldout_r2"
+        score = heads[recs[0].task]
         if cell.split("/")[0].endswith("[*]"):
             per_member: dict[str, list[float]] = defaultdict(list)
             for r in ok:

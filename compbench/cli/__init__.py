@@ -138,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--profile", help="a named profile of the suite")
         p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
         _model_options(p)
+        # A check runs the cells its baseline recorded: one recorded with --task is checked with the same --task (a
+        # cell of another task is `new`, one left out `missing`).
+        p.add_argument("--task", action="append", metavar="GLOB",
+                       help="only tasks whose id matches (glob; repeatable), as run's --task; check with the --task the "
+                            "baseline was recorded with")
         _threads_option(p)
         _verbosity(p, "no progress display", "every comparison (check) or every recorded cell (baseline record)")
 
@@ -176,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     _results_option(his, deprecated_out=False)
     his.add_argument("--model", action="append", metavar="GLOB", help="only models whose id matches (glob: a family; repeatable)")
     his.add_argument("--task", action="append", metavar="GLOB", help="only tasks whose id matches (glob; repeatable)")
-    his.add_argument("--metric", help="the metric to show (default: each task's score, heldout_r2 or heldout_acc)")
+    his.add_argument("--metric", help="the metric to show (default: each task's leaderboard score: heldout_r2, "
+                     "heldout_acc, or heldout_acc_samples where its cells have several samples)")
     his.add_argument("--last", type=positive_int, metavar="N", help="only the last N runs")
     his.add_argument("--format", choices=HISTORY_FORMATS, default="md", help="md (a table, default), json or csv")
     his.add_argument("-o", "--output", metavar="FILE", help="write the table to FILE instead of printing it")

@@ -22,7 +22,8 @@ def _run_for_check(args: argparse.Namespace, baseline_suite: str | None = None):
         return EXIT_USAGE
     out_dir = Path(args.results) if args.results else Path("results") / loaded.name
     with open_results(out_dir) as view:  # a bundle as a directory: a temporary copy, so the bundle is never written
-        plan = _plan(args, loaded, seed_start=args.seed_start, results=view.directory)
+        plan = _plan(args, loaded, seed_start=args.seed_start, results=view.directory,
+                     tasks=tuple(args.task) if args.task else None)
         result = session.run(plan)
         print(f"{loaded.name}: {result.facts.n_run} cells run, {result.facts.n_cached} reused from the cache "
               + (f"(the bundle {view.label}; cells run here are not kept in it)" if view.is_bundle else f"({out_dir / 'store'})"))

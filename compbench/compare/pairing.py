@@ -1,8 +1,8 @@
 """Cells of two sides paired by (suite, model, task) with their seeds paired, each judged fixed, regressed,
 unchanged, new or gone on its leaderboard score.
 
-The rule (docs/reference/commands.md, `compare`): the score is the leaderboard's (`score_metric` of the
-task's kind), oriented by its metric fact (`direction_of`). A difference within the check's floor for the
+The rule (docs/reference/commands.md, `compare`): the score is the leaderboard's (`headline_metric` of the
+task's kind and of the metrics both sides' records carry), oriented by its metric fact (`direction_of`). A difference within the check's floor for the
 metric (`check.baseline.DEFAULT_POLICY`) is unchanged. Beyond it, with two or more paired seeds a paired
 t-test on the per-seed differences decides at LEVEL; with one paired seed the check's tolerance rule for a
 single seed decides (no spread to test: beyond the floor is a change). A seed that scored on one side and
@@ -18,7 +18,7 @@ from typing import Any
 from compbench.check.baseline import DEFAULT_POLICY
 from compbench.compare.sides import Side
 from compbench.records import CellRecord
-from compbench.records.metric_facts import direction_of, score_metric
+from compbench.records.metric_facts import direction_of, headline_metric
 
 LEVEL = 0.05  # the paired t-test's significance level
 FAILING = ("FAIL", "XPASS")  # verdict statuses that fail a suite (compbench.claims.Verdict.fails)
@@ -135,8 +135,9 @@ def _judge(cell: CellDiff, a: dict[int, CellRecord], b: dict[int, CellRecord]) -
     ok = [s for s in seeds if a[s].ok and b[s].ok]
     pairs: list[tuple[float, float]] = []
     if ok:
-        first = a[ok[0]]
-        cell.metric = score_metric(first.kind or "regression")
+        # the headline both sides can be compared on: per sample only where every paired record carries it
+        carried = set.intersection(*(set(side[s].metrics) for s in ok for side in (a, b)))
+        cell.metric = headline_metric(a[ok[0]].kind, carried)
         both = {s: (a[s].finite_metric(cell.metric), b[s].finite_metric(cell.metric)) for s in ok}
         pairs = [(x, y) for x, y in both.values() if x is not None and y is not None]
         cell.seed_deltas = {s: y - x for s, (x, y) in both.items() if x is not None and y is not None}

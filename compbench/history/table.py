@@ -13,7 +13,7 @@ from pathlib import Path
 
 from compbench.history.runs import HistoryError, commit_label, suite_runs
 from compbench.records import CellRecord
-from compbench.records.metric_facts import score_metric
+from compbench.records.metric_facts import headline_metrics
 from compbench.store import ResultStore
 
 Cell = tuple[str, str, str]  # (model, task, metric)
@@ -102,12 +102,13 @@ def history_of(directory: Path, label: str, suite: str, models: list[str] | None
         carried = sorted({m for r in chosen for m in r.metrics})
         raise HistoryError(f"--metric {metric}: no record of the selected cells carries it (they carry "
                            f"{', '.join(carried) or 'no metric'})")
+    heads = headline_metrics(chosen)  # one headline per task over every run, so a task's rows line up
     rows: list[HistoryRow] = []
     for run, recs in per_run:
         by: dict[Cell, list[CellRecord]] = {}
         for r in recs:
             if r.model in keep_models and r.task in keep_tasks:
-                name = metric or score_metric(r.kind or "regression")
+                name = metric or heads[r.task]
                 by.setdefault((r.model, r.task, name), []).append(r)
         if by:
             rows.append(HistoryRow(run.id, run.started, commit_label(run), run.profile, bool(run.info.get("partial")),

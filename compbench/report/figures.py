@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from compbench.records import CellRecord as Record, as_records
-from compbench.records.metric_facts import per_factor_groups
+from compbench.records.metric_facts import METRICS, headline_metrics, per_factor_groups, theory_partner
 from compbench.report.plot_style import (DODGE, EDGE_MARKERS, MARKERS, MAX_SCATTER_POINTS, SWEEP_PARAMS, _big,
                                          _failure_label, _kind, _members, _note_handle, _ok, _plt, _range,
                                          _small_models, _span, model_colors, robust_limits)
@@ -228,14 +228,15 @@ def sweep_curves(records: list[Record], param: str):  # type: ignore[no-untyped-
             by[(r.group, r.task)][float(r.sweep[param])].append(r)
     failed_x: list[float] = []
     handles = []
+    heads = headline_metrics(records)
     for i, ((group, task), points) in enumerate(sorted(by.items())):
         color = f"C{i % 10}"
         xs = [x for x in sorted(points) if _ok(points[x])]
         failed_x += [x for x in points if not _ok(points[x])]
         if not xs:
             continue
-        score = "heldout_acc" if "heldout_acc" in _ok(points[xs[0]])[0] else "heldout_r2"
-        theory = "theory_acc" if score == "heldout_acc" else "theory_heldout_r2"
+        score = heads[task]
+        theory = theory_partner(score) or ""
         for ax, metric in ((ax1, score), (ax2, "additivity")):
             vals = [[r.metrics[metric] for r in _ok(points[x]) if r.metric(metric) is not None] for x in xs]
             h = ax.errorbar(xs, [np.mean(v) for v in vals], yerr=[np.std(v) for v in vals], marker="o", ms=4, capsize=2,
@@ -275,6 +276,7 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
     members = _members(records)
     small = _small_models(records)
     groups = list(dict.fromkeys(r.group for r in records if r.group in big))
+    heads = headline_metrics(records)  # the leaderboard's accuracy: over images where a block's cells have several
     n_test = {t: next((r.n_test for r in records if r.task == t and r.n_test is not None), None) for t in tasks}
     labels = {t: f"{t} ({n_test[t]} held-out cells)" if n_test[t] else t for t in tasks}
     panels = [p for p in (("models", small), ("sweeps", groups)) if p[1]]
@@ -303,7 +305,7 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
                     ax.bar(offs[k], perfect / len(per), width, color=f"C{j}")
                     ax.text(offs[k], perfect / len(per) + 0.01, f"{perfect}", rotation=90, ha="center", va="bottom", fontsize=7)
                 else:
-                    accs = [r.metrics["heldout_acc"] for r in ok]
+                    accs = [r.metrics[heads[task]] for r in ok]
                     ax.bar(offs[k], np.mean(accs), width, yerr=np.std(accs) if len(accs) > 1 else None, capsize=2,
                            color=f"C{j}", error_kw={"lw": 0.8})
                     if len(ok) < len(recs):
@@ -316,7 +318,8 @@ def cd_blocks(records: list[Record], tasks: list[str]):  # type: ignore[no-untyp
             ax.set_title("kernel sweeps", fontsize=10)
         else:
             ax.set_xticklabels(rows, rotation=25, ha="right", fontsize=8)
-            ax.set_ylabel("held-out accuracy (mean ± std over seeds)")
+            over = " over samples" if any(heads.get(t, "").endswith("_samples") for t in tasks) else ""
+            ax.set_ylabel(f"held-out accuracy{over} (mean ± std over seeds)")
             ax.set_xlabel("model")
             ax.set_title("models", fontsize=10)
         ax.set_ylim(0, 1.12)
@@ -429,7 +432,7 @@ def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence
     records = as_records(records)
     plt = _plt()
     ok = _ok(records)
-    metric = "heldout_acc" if _kind(records) == "classification" else "heldout_r2"
+    heads = headline_metrics(ok)
     models = [m for m in dict.fromkeys(r.model for r in ok) if m not in ceilings]
     colors = model_colors(list(dict.fromkeys(r.model for r in ok)))
     fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(tasks) + 2.5), 4.4), layout="constrained")
@@ -437,6 +440,7 @@ def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence
     for j, model in enumerate(models):
         means, stds = [], []
         for task in tasks:
+            metric = heads.get(task, "heldout_r2")
             vals = [r.metrics[metric] for r in ok if r.model == model and r.task == task and r.metric(metric) is not None]
             means.append(float(np.mean(vals)) if vals else math.nan)
             stds.append(float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0)
@@ -444,13 +448,14 @@ def split_scores(records: list[Record], tasks: Sequence[str], ceilings: Sequence
         ax.bar(xs, means, width * 0.9, yerr=stds, capsize=2, color=colors.get(model, f"C{j % 10}"), label=model)
     for k, ceiling in enumerate(ceilings):
         for i, task in enumerate(tasks):
+            metric = heads.get(task, "heldout_r2")
             vals = [r.metrics[metric] for r in ok if r.model == ceiling and r.task == task and r.metric(metric) is not None]
             if vals:
                 ax.hlines(float(np.mean(vals)), i - 0.45, i + 0.45, colors="black", linestyles=("--", ":")[k % 2], lw=1.6,
                           label=f"{ceiling} (ceiling)" if i == 0 else None, zorder=4)
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xticks(range(len(tasks)), tasks)
-    ax.set_ylabel("held-out accuracy" if metric == "heldout_acc" else "held-out R²")
+    ax.set_ylabel(" / ".join(dict.fromkeys(METRICS[heads[t]].label for t in tasks if t in heads)) or "held-out R²")
     ax.set_ylim(bottom=max(-1.0, min(0.0, ax.get_ylim()[0])))
     ax.set_title("held-out score per split; dashed: the theory's ceiling", fontsize=10)
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0, frameon=False)

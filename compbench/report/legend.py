@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from compbench.report.tables import Table, metric_header
-from compbench.records.metric_facts import chance_level, score_metric
+from compbench.records.metric_facts import chance_level, headline_metric, headline_metrics
 
 
 def run_date(out_dir: Path) -> str:
@@ -52,9 +52,10 @@ def _values(n_values: tuple[int, ...], names: tuple[str, ...]) -> str:
 def tasks_table(ctx: Any) -> Table:
     """Every task: family, what it asks, components × values, training / held-out cells, kind, metric, chance."""
     rows, meta = [], []
+    heads = headline_metrics(ctx.records)
     for entry in ctx.loaded.suite.tasks:
         data = ctx.tasks[entry.id]
-        metric = score_metric(data.kind)
+        metric = heads.get(entry.id) or headline_metric(data.kind)
         chance = chance_level(metric, data.kind, data.n_classes)
         rows.append([entry.id, entry.family, entry.description or _family_doc(entry.family),
                      _values(data.n_values, tuple(data.component_names)), f"{data.n_train} / {data.n_test}", data.kind,

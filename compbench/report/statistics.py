@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from compbench.records import CellRecord, as_records, big_groups
-from compbench.records.metric_facts import METRICS, MIN_R2_CELLS, chance_level, score_metric
+from compbench.records.metric_facts import METRICS, MIN_R2_CELLS, chance_level, headline_metrics
 
 BEATS_KERNEL = "†"
 # "Best" is awarded only to a score significantly better than chance, one-sided: mean − chance >
@@ -32,10 +32,6 @@ CEILING = "ceiling"  # the tag of a reference (e.g. a fit on every cell): shown 
 def ceiling_models(loaded: Any) -> frozenset[str]:
     """The suite's models tagged `ceiling` (by the suite or by their adapter): references, not competitors."""
     return frozenset(m for m, tags in (getattr(loaded, "tags", None) or {}).items() if CEILING in tags)
-
-
-def cell_metric(rec: CellRecord) -> str:
-    return score_metric(rec.kind or "regression")
 
 
 def _theory_metric(metric: str) -> str:
@@ -183,6 +179,7 @@ def leaderboard_cells(
     records = as_records(records)
     expected = list(expected)
     members, big, by, wanted = _cells_by_row(records, expected)
+    heads = headline_metrics(records)
     labels, cells = [], {}
     for name, is_big in _row_order(records, expected, big):
         label = f"{name} ({len(members[name])} models)" if is_big else name
@@ -197,7 +194,7 @@ def leaderboard_cells(
                              n_skipped=sum(r.skipped for r in recs), is_sweep=is_big,
                              n_members=len(members[name]) if is_big else 1, error=errors[0].message if errors else "")
             if ok:
-                cell.metric = cell_metric(ok[0])
+                cell.metric = heads[task]
                 cell.chance = chance_level(cell.metric, "multiclass" if ok[0].n_classes else "", int(ok[0].n_classes or 0))
                 scores = finite(r.metric(cell.metric) for r in ok)
                 if scores:

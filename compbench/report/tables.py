@@ -21,9 +21,10 @@ from compbench.records import BIG_SWEEP, CellRecord, as_records
 from compbench.report.escape import md_cell
 from compbench.claims.base import needs_text
 from compbench.claims import Verdict
-from compbench.records.metric_facts import METRICS, MIN_R2_CELLS, PER_FACTOR, per_factor_groups, score_metric
+from compbench.records.metric_facts import (METRICS, MIN_R2_CELLS, PER_FACTOR, headline_metric, headline_metrics,
+                                            per_factor_groups)
 from compbench.report.statistics import (BEATS_KERNEL, CEILING, CHANCE_ONE_SEED, CHANCE_SE, MISSING, CellStats, Expected,
-                                         Leaderboard, TheoryStats, cell_metric, leaderboard_cells, mean_and_theory,
+                                         Leaderboard, TheoryStats, leaderboard_cells, mean_and_theory,
                                          ok_by_cell, sweep_members, theory_stats)
 
 ARRAY_FIELDS = ("predictions", "theory_predictions", "traceback", "determinism")
@@ -121,12 +122,9 @@ def cell_anchor(model: str, task: str) -> str:
 
 
 def _task_metrics(records: list[CellRecord], tasks: list[str], kinds: dict[str, str] | None) -> dict[str, str]:
-    """Task → the metric its leaderboard column holds (from the task's kind, else from its records)."""
-    out = {t: score_metric(kinds[t]) for t in tasks if kinds and t in kinds}
-    for r in records:
-        if r.task not in out and r.ok:
-            out[r.task] = cell_metric(r)
-    return out
+    """Task → the metric its leaderboard column holds (headline_metrics of its records; a task with none: its kind's)."""
+    out = {t: headline_metric(kinds[t]) for t in tasks if kinds and t in kinds}
+    return {**out, **headline_metrics(records)}
 
 
 def leaderboard(
@@ -164,7 +162,8 @@ def leaderboard(
     chances = sorted({f"{METRICS[m].label} {METRICS[m].chance:g}" for m in metrics.values() if METRICS[m].chance is not None})
     note = (
         "Mean ± std over seeds of each column's metric on the held-out cells: accuracy for ±1 tasks (a tie at 0 "
-        f"counts ½), R² against the truth for regression tasks; sweeps of more than {BIG_SWEEP} models: over their "
+        "counts ½), over samples where a task's cells have several (images: each one counts, as the papers count), "
+        f"else over cells; R² against the truth for regression tasks; sweeps of more than {BIG_SWEEP} models: over their "
         "members. Best per column in bold, but only a score significantly above chance "
         f"({'; '.join(chances) or 'none here'}): mean − chance > {CHANCE_SE:g} standard errors over seeds, "
         f"or > {CHANCE_ONE_SEED:g} with one seed (never one at or below chance). `(theory x)`: the same metric of the "
@@ -365,10 +364,11 @@ def sweep_table(records: list[CellRecord]) -> Table | None:
     members, big = sweep_members(records)
     if not big:
         return None
+    heads = headline_metrics(records)
     by: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
         if r.group in big and r.ok:
-            by[(r.group, r.task)][r.model].append(r.metrics[cell_metric(r)])
+            by[(r.group, r.task)][r.model].append(r.metrics[heads[r.task]])
     rows: list[list[str]] = []
     keys: dict[tuple[int, int], float] = {}
     meta: list[dict[str, str]] = []
@@ -471,7 +471,7 @@ def detail_table(records: list[CellRecord], tasks: list[str], expected: Expected
                 continue
             recs = sorted(by.get((label, task), []), key=lambda r: r.seed)
             seeds = " · ".join(
-                f"{r.seed}: {r.metrics[cell_metric(r)]:.3f}" if r.ok and r.metric(cell_metric(r)) is not None
+                f"{r.seed}: {r.metrics[cell.metric]:.3f}" if r.ok and r.metric(cell.metric) is not None
                 else f"{r.seed}: {r.status.value}" for r in recs
             )
             ok = [r for r in recs if r.ok]

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from compbench.report.statistics import CellStats, ceiling_models, leaderboard_cells
 from compbench.report.tables import Table, cell_errors, factor_tables, metric_header
-from compbench.records.metric_facts import score_metric
+from compbench.records.metric_facts import headline_metric, headline_metrics
 
 
 def one_line(text: str) -> str:
@@ -41,7 +41,8 @@ def compact_rows(loaded: Any, records: list[CellRecord]) -> tuple[list[str], lis
     tasks, expected = _tasks_expected(loaded)
     labels, cells = leaderboard_cells(records, tasks, expected, ceiling_models(loaded))
     kinds = getattr(loaded, "task_kinds", {}) or {}
-    headers = ["model"] + [f"{t} {metric_header(score_metric(kinds[t]))}" if t in kinds else t for t in tasks]
+    heads = {**{t: headline_metric(k) for t, k in kinds.items()}, **headline_metrics(records)}
+    headers = ["model"] + [f"{t} {metric_header(heads[t])}" if t in heads else t for t in tasks]
     rows, best = [], set()
     for i, label in enumerate(labels):
         row = [label]

@@ -33,24 +33,24 @@ def run_label(run: Any) -> str:
 def run_means(directory: Path, runs: list[Any]) -> dict[str, dict[tuple[str, str], list[float]]]:
     """metric → (model or sweep, task) → its mean over seeds in each run (NaN where the run has none), from the
     records each run reported (store.ResultStore.run_records)."""
-    from compbench.records.metric_facts import score_metric
+    from compbench.records.metric_facts import headline_metrics
     from compbench.store.records import ResultStore
 
     store = ResultStore(directory / "store")
     sums: dict[str, dict[tuple[str, str], list[list[float]]]] = {}
     try:
-        for i, run in enumerate(runs):
-            for r in store.run_records(run):
-                if not r.ok:
-                    continue
-                metric = score_metric(r.kind or "regression")
-                value = r.metric(metric)
-                if value is None or not math.isfinite(value):
-                    continue
-                cells = sums.setdefault(metric, {}).setdefault((r.group or r.model, r.task), [[] for _ in runs])
-                cells[i].append(float(value))
+        per_run = [[r for r in store.run_records(run) if r.ok] for run in runs]
     finally:
         store.close()
+    heads = headline_metrics(r for recs in per_run for r in recs)  # one headline per task over every run
+    for i, recs in enumerate(per_run):
+        for r in recs:
+            metric = heads[r.task]
+            value = r.metric(metric)
+            if value is None or not math.isfinite(value):
+                continue
+            cells = sums.setdefault(metric, {}).setdefault((r.group or r.model, r.task), [[] for _ in runs])
+            cells[i].append(float(value))
     return {m: {k: [sum(v) / len(v) if v else math.nan for v in per_run] for k, per_run in cells.items()}
             for m, cells in sums.items()}
 
