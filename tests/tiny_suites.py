@@ -202,3 +202,28 @@ models:
              momentum: 0.0, epochs: 20, batch_size: 8}
   - {id: mlp, adapter: mlp, params: {width: 32, lr: 0.05, max_steps: 200}}
 """
+
+
+@contextlib.contextmanager
+def yaml_work() -> Any:
+    """Count what the suite reader's YAML parser did inside the block: `work["loaders"]` made, and
+    `work["tokens"]`, the tokens scanned before a refusal (the work a hostile file cost, counted, not timed)."""
+    from compbench.suite import source
+
+    work = {"loaders": 0, "tokens": 0}
+    init, refuse = source._GuardedLoader.__init__, source._GuardedLoader._refuse
+
+    def counted_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        work["loaders"] += 1
+        init(self, *args, **kwargs)
+
+    def counted_refuse(self: Any, message: str) -> None:
+        work["tokens"] = max(work["tokens"], self.tokens_taken)
+        refuse(self, message)
+
+    source._GuardedLoader.__init__, source._GuardedLoader._refuse = counted_init, counted_refuse  # type: ignore[method-assign]
+    try:
+        yield work
+    finally:
+        source._GuardedLoader.__init__, source._GuardedLoader._refuse = init, refuse  # type: ignore[method-assign]
+
