@@ -7,6 +7,11 @@ kernel-limits has 5,013 models (two 50 × 50 kernel sweeps); a report that asks 
 from __future__ import annotations
 
 import importlib
+import json
+import os
+import time
+
+import pytest
 
 from compbench.cli import main
 from tiny_suites import kernel_suite
@@ -34,3 +39,43 @@ def test_listing_the_plots_reads_the_models_tags_a_fixed_number_of_times(tmp_pat
     assert 0 < len(reads) <= 8, len(reads)
     manifest = (tmp_path / "R" / "plots" / "manifest.json").read_text(encoding="utf-8")
     assert '"scores"' in manifest and (tmp_path / "R" / "plots" / "scores.png").stat().st_size > 0
+
+
+def _figure():
+    from compbench.report.plot_style import _plt
+
+    fig = _plt().figure(figsize=(1, 1))
+    fig.text(0.5, 0.5, "x")
+    return fig
+
+
+@pytest.mark.skipif(not importlib.import_module("compbench.report.publish")._can_fork(), reason="needs fork and two cores")
+def test_a_drawing_process_held_by_a_slow_plot_leaves_the_other_plots_to_the_other_process(tmp_path, monkeypatch):
+    # Plot 0 is drawn only once plot 4 is: by position modulo two processes, plot 4 was the first process's own, after
+    # plot 0, so it waited out its time and the other process sat idle (kernel-limits: one process drew nearly every grid).
+    import compbench.report.plots as plots
+    import compbench.runner.threads as threads
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def draw(i):
+        def figure():
+            if i == 0:
+                deadline = time.monotonic() + 20
+                while not (marks / "4").exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            (marks / str(i)).write_text(f"{os.getpid()} {(marks / '4').exists()}", encoding="utf-8")
+            return _figure()
+        return figure
+
+    monkeypatch.setattr(plots, "_figures", lambda loaded, records: iter([(f"p{i}", f"plot {i}", draw(i)) for i in range(5)]))
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    path = tmp_path / "k.yaml"
+    path.write_text(kernel_suite("k", "leak"), encoding="utf-8")
+    assert main(["run", "--suite", str(path), "--results", str(tmp_path / "R"), "--device", "cpu", "-q"]) == 0
+    said = {i: (marks / str(i)).read_text(encoding="utf-8").split() for i in range(5)}
+    assert said[0][1] == "True"  # plot 0 saw plot 4 drawn, not its deadline
+    assert len({said[i][0] for i in range(1, 5)}) == 1 and said[1][0] != said[0][0]
+    manifest = json.loads((tmp_path / "R" / "plots" / "manifest.json").read_text(encoding="utf-8"))
+    assert [name for name, _ in manifest["plots"]] == [f"p{i}" for i in range(5)]

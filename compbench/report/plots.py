@@ -190,16 +190,25 @@ TASK_PLOTS = ("theory", "grid", "factors", "similarity")
 
 
 
-def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: int, shards: int) -> list[tuple[int, Plot, dict[str, str]]]:
+def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: int, shards: int,
+               claim: Callable[[], int] | None = None) -> list[tuple[int, Plot, dict[str, str]]]:
     """The plots whose position in the suite's list is `shard` modulo `shards`, drawn (and with out_dir written):
-    (position, plot, sha256 of each file written). Each process sharing the drawing draws one share."""
+    (position, plot, sha256 of each file written). Each process sharing the drawing draws one share.
+
+    `claim`: the next position no process has taken yet (a counter the processes share); with it, this process draws
+    the plots it claims until none is left, whatever `shard` is. A grid takes about four times a scatter's time and
+    the suite lists them in turn, so a fixed share by position gave one of two processes nearly every grid.
+    """
     from compbench.files import write_atomic
 
     plt = _plt()
     drawn = []
-    for i, (name, caption, draw) in enumerate(_figures(loaded, records)):
-        if i % shards != shard:
-            continue
+    figures = list(_figures(loaded, records))
+    positions = iter(claim, None) if claim is not None else iter(range(shard, len(figures), shards))
+    for i in positions:
+        if i >= len(figures):
+            break
+        name, caption, draw = figures[i]
         fig = draw()
         buf = io.BytesIO()
         fig.savefig(buf, format="png", dpi=100, metadata={"Software": None})
