@@ -79,3 +79,44 @@ def test_a_drawing_process_held_by_a_slow_plot_leaves_the_other_plots_to_the_oth
     assert len({said[i][0] for i in range(1, 5)}) == 1 and said[1][0] != said[0][0]
     manifest = json.loads((tmp_path / "R" / "plots" / "manifest.json").read_text(encoding="utf-8"))
     assert [name for name, _ in manifest["plots"]] == [f"p{i}" for i in range(5)]
+
+
+HOSTILE_FRAMES = [
+    {"=bad": ["=1+1", "-2", "@x", None, "\rcr\r=1+1", "+"], "v": [-0.5, 1.0, -2.0, 3.0, -1e-9, float("nan")]},
+    {"a,b": ['q"uote', "com,ma", "new\nline", "", "  sp", None], "n": [1, 2, 3, 4, 5, 6], "b": [True, False] * 3,
+     "o": [1.5, "=x", None, 3, 0.1, True], "f": [0.1, 1e20, float("nan"), float("inf"), -0.0, 5e-324]},
+    {"x": ["", None], "y": ["", ""]},
+]
+
+
+@pytest.mark.parametrize("columns", HOSTILE_FRAMES)
+def test_csv_text_writes_the_bytes_pandas_writes_after_escaping(columns):
+    import numpy as np
+    import pandas as pd
+
+    from compbench.report.escape import csv_cell, csv_text
+
+    frame = pd.DataFrame(columns)
+    frame["f32"] = np.arange(len(frame), dtype="float32") / 3
+    frame["s"] = pd.array(["=s", None, *["t"] * (len(frame) - 2)], dtype="string")
+    escaped = frame.rename(columns=csv_cell)
+    for i in range(escaped.shape[1]):
+        if escaped.iloc[:, i].dtype == object or isinstance(escaped.iloc[:, i].dtype, pd.StringDtype):
+            escaped.isetitem(i, escaped.iloc[:, i].astype(object).map(csv_cell))
+    assert csv_text(frame) == escaped.to_csv(index=False)
+
+
+def test_the_report_csvs_are_written_a_column_at_a_time_not_by_pandas_row_writer(tmp_path, monkeypatch):
+    # pandas' to_csv formats and writes 757k prediction rows one at a time: 2.7 s of predictions.csv's 4.9 s.
+    import pandas as pd
+
+    written = []
+    to_csv = pd.DataFrame.to_csv
+    monkeypatch.setattr(pd.DataFrame, "to_csv", lambda self, *a, **k: written.append(list(self.columns)) or to_csv(self, *a, **k))
+    path = tmp_path / "k.yaml"
+    path.write_text(kernel_suite("k", "leak"), encoding="utf-8")
+    assert main(["run", "--suite", str(path), "--results", str(tmp_path / "R"), "--device", "cpu", "-q",
+                 "--format", "csv,predictions"]) == 0
+    assert written == []
+    rows = pd.read_csv(tmp_path / "R" / "predictions.csv")
+    assert len(rows) == 2 * (16 + 81) and set(rows["model"]) == {"overlap", "relu"}  # add: 4×4 cells, te: 9×9
