@@ -41,12 +41,20 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Cal
 
     colors = model_colors(_small_models(records))
     big = _big(records)
+    # Records and models by task in one pass each (a pass per task cost each drawing process ~1 s on kernel-limits).
+    by_task: dict[str, list[Record]] = {}
+    for r in records:
+        by_task.setdefault(r.task, []).append(r)
+    asked_on: dict[str, list[Any]] = {}
+    for m in getattr(loaded, "models", []):
+        for t in dict.fromkeys(t.id for t in loaded.tasks_for(m)):
+            asked_on.setdefault(t, []).append(m)
     for entry in loaded.suite.tasks:
-        recs = [r for r in records if r.task == entry.id]
+        recs = by_task.get(entry.id, [])
         if not recs:
             continue
         stored = {r.model for r in recs}
-        asked = [m for m in getattr(loaded, "models", []) if any(t.id == entry.id for t in loaded.tasks_for(m))]
+        asked = asked_on.get(entry.id, [])
         missing = [m.id for m in asked if m.id not in stored and m.group not in big]
         data = make_task(entry.family, **entry.params)
         if any(r.theory_predictions is not None for r in _ok(recs)) or not _ok(recs):
