@@ -120,3 +120,25 @@ def test_the_report_csvs_are_written_a_column_at_a_time_not_by_pandas_row_writer
     assert written == []
     rows = pd.read_csv(tmp_path / "R" / "predictions.csv")
     assert len(rows) == 2 * (16 + 81) and set(rows["model"]) == {"overlap", "relu"}  # add: 4×4 cells, te: 9×9
+
+
+def test_a_scoring_edit_redraws_the_plots_that_show_scores(tmp_path, monkeypatch):
+    # A scoring edit rescores the stored records (same keys, new scores); the plots' digest hashed the keys alone, so
+    # the report kept plots drawn from the old scores while its tables showed the new ones.
+    import compbench.report.plots as plots
+    import compbench.scoring.score as score
+
+    path = tmp_path / "k.yaml"
+    path.write_text(kernel_suite("k", "leak"), encoding="utf-8")
+    results = tmp_path / "R"
+    assert main(["run", "--suite", str(path), "--results", str(results), "--device", "cpu", "-q"]) == 0
+    before = json.loads((results / "plots" / "manifest.json").read_text(encoding="utf-8"))
+    drawn = []
+    draw_share = plots.draw_share
+    monkeypatch.setattr(plots, "draw_share", lambda *a, **k: drawn.append(a[3]) or draw_share(*a, **k))
+    monkeypatch.setattr(importlib.import_module("compbench.report.publish"), "_can_fork", lambda: False)
+    monkeypatch.setattr(score, "scoring_version", lambda: "an edited scoring")
+    assert main(["report", "--suite", str(path), "--results", str(results), "-q"]) == 0
+    after = json.loads((results / "plots" / "manifest.json").read_text(encoding="utf-8"))
+    assert after["digest"] != before["digest"] and drawn == [0]
+    assert [n for n, _ in after["plots"]] == [n for n, _ in before["plots"]]

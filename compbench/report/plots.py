@@ -93,7 +93,8 @@ def _figures(loaded: Any, records: list[Record]) -> Iterator[tuple[str, str, Cal
 
 
 def _digest(loaded: Any, records: list[Record]) -> str:
-    """What the plots depend on: this module, matplotlib's version, the suite's tasks and the records."""
+    """What the plots depend on: this module, matplotlib's version, the suite's tasks and the records (outputs by key,
+    scores by the scoring version)."""
     records = as_records(records)
     import matplotlib
 
@@ -103,8 +104,10 @@ def _digest(loaded: Any, records: list[Record]) -> str:
     h.update(matplotlib.__version__.encode())
     h.update(json.dumps([[t.id, t.family, t.params] for t in loaded.suite.tasks], sort_keys=True, default=str).encode())
     for r in records:
+        # The key fixes a record's outputs, not its scores: a scoring edit rescores (same key) and the plots drawing
+        # scores (sweep curves, factor bars, split scores, cd blocks) must be redrawn, so the scoring version is hashed.
         h.update(json.dumps([r.key, r.model, r.group, r.task, r.seed, r.status.value,
-                             r.sweep, r.message], default=str).encode())
+                             r.sweep, r.message, r.scoring], default=str).encode())
         if not r.key:  # hand-made records: hash what is drawn
             h.update(json.dumps([r.predictions, r.theory_predictions, r.nearest_train], default=str).encode())
     return h.hexdigest()
