@@ -202,12 +202,12 @@ TASK_PLOTS = ("theory", "grid", "factors", "similarity")
 
 
 def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: int, shards: int,
-               claim: Callable[[], int] | None = None) -> list[tuple[int, Plot, dict[str, str]]]:
+               counter: Any = None) -> list[tuple[int, Plot, dict[str, str]]]:
     """The plots whose position in the suite's list is `shard` modulo `shards`, drawn (and with out_dir written):
     (position, plot, sha256 of each file written). Each process sharing the drawing draws one share.
 
-    `claim`: the next position no process has taken yet (a counter the processes share); with it, this process draws
-    the plots it claims until none is left, whatever `shard` is. A grid takes about four times a scatter's time and
+    `counter`: the next position no process has taken yet (a multiprocessing.Value the processes share); with it, this
+    process draws the plots it claims until none is left, whatever `shard` is. A grid takes about four times a scatter's time and
     the suite lists them in turn, so a fixed share by position gave one of two processes nearly every grid.
     """
     from compbench.files import write_atomic
@@ -215,7 +215,7 @@ def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: 
     plt = _plt()
     drawn = []
     figures = list(_figures(loaded, records))
-    positions = iter(claim, None) if claim is not None else iter(range(shard, len(figures), shards))
+    positions = iter(partial(_claim, counter), None) if counter is not None else iter(range(shard, len(figures), shards))
     for i in positions:
         if i >= len(figures):
             break
@@ -233,6 +233,14 @@ def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: 
         plt.close(fig)
         drawn.append((i, Plot(name, caption, buf.getvalue()), sha))
     return drawn
+
+
+def _claim(counter: Any) -> int:
+    """The next position of a shared counter (multiprocessing.Value), taken by this process."""
+    with counter.get_lock():
+        position = int(counter.value)
+        counter.value = position + 1
+    return position
 
 
 def _only_selected(name: str, loaded: Any, selected: frozenset[tuple[str, str]] | None) -> bool:

@@ -8,7 +8,7 @@ import operator
 import os
 from array import array
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -171,9 +171,8 @@ def _can_fork() -> bool:
 
 def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord], shard: int, shards: int,
           parent: int | None = None, inherited: tuple[Any, ...] = (), counter: Any = None) -> None:
-    """In a forked process: draw (and with out_dir, write) one share of the plots, send it back, or the traceback.
-
-    `counter`: the next plot's position, shared by the drawing processes (each claims the plot it draws next).
+    """In a forked process: draw (and with out_dir, write) one share of the plots (`counter`: see draw_share), send it
+    back, or the traceback.
 
     It dies with `parent` (a `kill -9` of the report leaves no process drawing), closing `inherited`
     (its copy of the pipe's read end, which kept a send to a dead parent blocked for ever) first.
@@ -187,22 +186,13 @@ def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[Ce
     try:
         from compbench.report.plots import draw_share
 
-        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards,
-                                                    None if counter is None else partial(_claim, counter)))
+        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards, counter))
     except OutputError as exc:  # a full disk, a link where a plot goes: the parent says so in one line
         result = ("output", str(exc))
     except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
         result = ("error", traceback.format_exc())
     conn.send(result)
     conn.close()
-
-
-def _claim(counter: Any) -> int:
-    """The next position of a shared counter (multiprocessing.Value), taken by this process."""
-    with counter.get_lock():
-        position = int(counter.value)
-        counter.value = position + 1
-    return position
 
 
 class _PlotWorker:
