@@ -170,9 +170,10 @@ def _can_fork() -> bool:
 
 
 def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord], shard: int, shards: int,
-          parent: int | None = None, inherited: tuple[Any, ...] = (), counter: Any = None) -> None:
-    """In a forked process: draw (and with out_dir, write) one share of the plots (`counter`: see draw_share), send it
-    back, or the traceback.
+          parent: int | None = None, inherited: tuple[Any, ...] = (), counter: Any = None,
+          reusable: dict[str, str] | None = None) -> None:
+    """In a forked process: draw (and with out_dir, write) one share of the plots (`counter`, `reusable`: see
+    draw_share), send it back, or the traceback.
 
     It dies with `parent` (a `kill -9` of the report leaves no process drawing), closing `inherited`
     (its copy of the pipe's read end, which kept a send to a dead parent blocked for ever) first.
@@ -186,7 +187,7 @@ def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[Ce
     try:
         from compbench.report.plots import draw_share
 
-        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards, counter))
+        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards, counter, reusable))
     except OutputError as exc:  # a full disk, a link where a plot goes: the parent says so in one line
         result = ("output", str(exc))
     except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
@@ -218,7 +219,8 @@ class _PlotWorker:
         for k in range(shards):
             conn, child = mp.Pipe(duplex=False)
             proc = mp.Process(target=_draw, daemon=True, name=f"compbench-plots-{k}", args=(
-                child, out_dir, loaded, records, k, shards, parent_of_children(mp), inherited_ends(mp, conn), counter))
+                child, out_dir, loaded, records, k, shards, parent_of_children(mp), inherited_ends(mp, conn), counter,
+                state.reusable))
             proc.start()
             child.close()
             self.procs.append((proc, conn))
