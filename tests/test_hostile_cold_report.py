@@ -189,3 +189,26 @@ class _Spy(functools.partial):
     def __call__(self, *args, **kwargs):
         self.drawn.append(self.name)
         return super().__call__(*args, **kwargs)
+
+
+def test_another_matplotlib_redraws_every_plot_whatever_its_inputs(tmp_path, monkeypatch):
+    # A plot keeps its files when its arguments are unchanged; drawn by another matplotlib (or drawing code), they
+    # are not the files this one draws, so the arguments' digest is salted with both.
+    import matplotlib
+
+    import compbench.report.plots as plots
+
+    drawn = []
+    figures = plots._figures
+    monkeypatch.setattr(plots, "_figures", lambda loaded, records: (
+        (name, caption, _Spy(name, draw, drawn)) for name, caption, draw in figures(loaded, records)))
+    monkeypatch.setattr(importlib.import_module("compbench.report.publish"), "_can_fork", lambda: False)
+    path, results = tmp_path / "k.yaml", tmp_path / "R"
+    path.write_text(kernel_suite("k", "leak"), encoding="utf-8")
+    assert main(["run", "--suite", str(path), "--results", str(results), "--device", "cpu", "-q"]) == 0
+    first = sorted(drawn)
+    drawn.clear()
+    monkeypatch.setattr(matplotlib, "__version__", "0.0.1")
+    (results / ".report" / "manifest.json").unlink()  # every writer runs (its digest reads the installed version)
+    assert main(["report", "--suite", str(path), "--results", str(results), "-q"]) == 0
+    assert sorted(drawn) == first and len(first) >= 4

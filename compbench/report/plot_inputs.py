@@ -19,13 +19,14 @@ class _Unhashed(Exception):
     """An argument of a kind `plot_inputs` does not hash: the plot is drawn."""
 
 
-def plot_inputs(draw: Any, memo: dict[int, bytes] | None = None) -> str | None:
+def plot_inputs(draw: Any, memo: dict[int, bytes] | None = None, drawing: str = "") -> str | None:
     """A sha256 of a plot's drawing function and every argument it is given, or None (always drawn) when `draw` is not a
     `functools.partial` or holds an argument of a kind not hashed here. `memo`: record digests by id, shared by the
-    plots of one report (a task's records are arguments of each of its plots)."""
+    plots of one report (a task's records are arguments of each of its plots); `drawing`: a digest of the drawing code
+    and library, hashed first."""
     if not isinstance(draw, partial):
         return None
-    h = hashlib.sha256(f"{draw.func.__module__}.{draw.func.__qualname__}".encode())
+    h = hashlib.sha256(f"{drawing}:{draw.func.__module__}.{draw.func.__qualname__}".encode())
     try:
         _feed(h, (draw.args, draw.keywords), {} if memo is None else memo)
     except _Unhashed:

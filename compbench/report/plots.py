@@ -96,12 +96,7 @@ def _digest(loaded: Any, records: list[Record]) -> str:
     """What the plots depend on: this module, matplotlib's version, the suite's tasks and the records (outputs by key,
     scores by the scoring version)."""
     records = as_records(records)
-    import matplotlib
-
-    h = hashlib.sha256()
-    for name in _DRAWING_CODE:
-        h.update((Path(__file__).parent / name).read_bytes())
-    h.update(matplotlib.__version__.encode())
+    h = hashlib.sha256(_drawing().encode())
     h.update(json.dumps([[t.id, t.family, t.params] for t in loaded.suite.tasks], sort_keys=True, default=str).encode())
     for r in records:
         # The key fixes a record's outputs, not its scores: a scoring edit rescores (same key) and the plots drawing
@@ -110,6 +105,16 @@ def _digest(loaded: Any, records: list[Record]) -> str:
                              r.sweep, r.message, r.scoring], default=str).encode())
         if not r.key:  # hand-made records: hash what is drawn
             h.update(json.dumps([r.predictions, r.theory_predictions, r.nearest_train], default=str).encode())
+    return h.hexdigest()
+
+
+def _drawing() -> str:
+    """A digest of how every plot is drawn, whatever its inputs: the drawing code and matplotlib's version."""
+    import matplotlib
+
+    h = hashlib.sha256(matplotlib.__version__.encode())
+    for name in _DRAWING_CODE:
+        h.update((Path(__file__).parent / name).read_bytes())
     return h.hexdigest()
 
 
@@ -229,10 +234,11 @@ def draw_share(out_dir: Path | None, loaded: Any, records: list[Record], shard: 
     figures = list(_figures(loaded, records))
     memo: dict[int, bytes] = {}
     inputs: dict[int, str | None] = {}
+    drawing = _drawing()  # a plot drawn by other code or another matplotlib is drawn again, whatever its arguments
 
     def digest(i: int) -> str | None:  # computed for the plots this process draws, and those it may reuse
         if i not in inputs:
-            inputs[i] = plot_inputs(figures[i][2], memo) if out_dir is not None else None
+            inputs[i] = plot_inputs(figures[i][2], memo, drawing) if out_dir is not None else None
         return inputs[i]
 
     reusable = reusable or {}
