@@ -170,8 +170,10 @@ def _can_fork() -> bool:
 
 
 def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord], shard: int, shards: int,
-          parent: int | None = None, inherited: tuple[Any, ...] = ()) -> None:
-    """In a forked process: draw (and with out_dir, write) one share of the plots, send it back, or the traceback.
+          parent: int | None = None, inherited: tuple[Any, ...] = (), counter: Any = None,
+          reusable: dict[str, str] | None = None) -> None:
+    """In a forked process: draw (and with out_dir, write) one share of the plots (`counter`, `reusable`: see
+    draw_share), send it back, or the traceback.
 
     It dies with `parent` (a `kill -9` of the report leaves no process drawing), closing `inherited`
     (its copy of the pipe's read end, which kept a send to a dead parent blocked for ever) first.
@@ -185,7 +187,7 @@ def _draw(conn: Any, out_dir: Path | None, loaded: LoadedSuite, records: list[Ce
     try:
         from compbench.report.plots import draw_share
 
-        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards))
+        result: tuple[str, Any] = ("ok", draw_share(out_dir, loaded, records, shard, shards, counter, reusable))
     except OutputError as exc:  # a full disk, a link where a plot goes: the parent says so in one line
         result = ("output", str(exc))
     except BaseException:  # noqa: BLE001 — the parent raises it, with this traceback
@@ -198,9 +200,10 @@ class _PlotWorker:
     """The report's plots drawn in forked processes, one per usable core, while this one writes the files that do not need them.
 
     Drawing is most of a fresh report (about 12 s of 17 for kernel-limits: 21 figures as PNG and
-    SVG); the predictions and CSV files take the rest. Each process draws every `shards`-th plot;
-    this one then writes the plots' manifest (`report.plots.finish_plots`), so the files are those
-    one process drawing them all would write.
+    SVG); the predictions and CSV files take the rest. Each process draws the next plot no other has
+    taken (a shared counter), so one that drew quick plots goes on to the rest; this one then writes
+    the plots' manifest (`report.plots.finish_plots`), so the files are those one process drawing
+    them all would write.
     """
 
     def __init__(self, out_dir: Path | None, loaded: LoadedSuite, records: list[CellRecord],
@@ -212,10 +215,12 @@ class _PlotWorker:
         mp = multiprocessing.get_context("fork")
         self.out_dir, self.loaded, self.selected, self.state = out_dir, loaded, selected, state
         self.procs: list[tuple[Any, Any]] = []
+        counter = mp.Value("q", 0)
         for k in range(shards):
             conn, child = mp.Pipe(duplex=False)
             proc = mp.Process(target=_draw, daemon=True, name=f"compbench-plots-{k}", args=(
-                child, out_dir, loaded, records, k, shards, parent_of_children(mp), inherited_ends(mp, conn)))
+                child, out_dir, loaded, records, k, shards, parent_of_children(mp), inherited_ends(mp, conn), counter,
+                state.reusable))
             proc.start()
             child.close()
             self.procs.append((proc, conn))
