@@ -10,13 +10,15 @@ from typing import Any
 
 import numpy as np
 
+from compbench.errors import CompbenchError
 from compbench.records import CellRecord
 
 _SCALARS = (str, int, float, bool, np.integer, np.floating, np.bool_)
 
 
-class _Unhashed(Exception):
-    """An argument of a kind `plot_inputs` does not hash: the plot is drawn."""
+class _Unhashed(CompbenchError):
+    """An argument of a kind `plot_inputs` does not hash: the plot is drawn (caught here, never shown; under the
+    root as every compbench exception is)."""
 
 
 def plot_inputs(draw: Any, memo: dict[int, bytes] | None = None, drawing: str = "") -> str | None:
