@@ -6,6 +6,7 @@ import hashlib
 import json
 import operator
 import os
+import time
 from array import array
 from dataclasses import dataclass
 from functools import cached_property
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compbench.records import CellRecord, as_records
-from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
+from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, stat_contained, write_atomic
 from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.claims import Verdict
@@ -111,15 +112,19 @@ def _publish(
     manifest = _read_manifest(out_dir)
     written: dict[str, list[Path]] = {}
     to_run: list[str] = []
+    signed = False  # a file's status newly recorded beside its sha256 (_unchanged): the manifest is written again
     for name in formats:
         entry = manifest.get(name)
         if isinstance(entry, dict) and entry.get("digest") == writer_digest(inputs, name, REPORTERS.get(name)) \
-                and _unchanged(out_dir, entry):
+                and (check := _unchanged(out_dir, entry)):
+            signed |= check == _SIGNED
             written[name] = [out_dir / f for f in entry["files"]]
             if skipped is not None:
                 skipped.append(name)
         else:
             to_run.append(name)
+    if signed:
+        _write_manifest(out_dir, manifest)
     if _draws_plots(to_run, formats) and _can_fork():
         from compbench.report.plots import plots_state
         from compbench.runner.threads import usable_cores
@@ -142,7 +147,8 @@ def _publish(
             files, beside_files = [_relative(out_dir, p) for p in paths_of], [_relative(out_dir, p) for p in beside]
             manifest[name] = {"digest": writer_digest(inputs, name, writer), "files": files,
                               "beside": beside_files,  # a plot's SVG is written with its PNG
-                              "sha256": {f: sha256_contained(out_dir, f) for f in (*files, *beside_files)}}
+                              "sha256": {f: sha256_contained(out_dir, f) for f in (*files, *beside_files)},
+                              "stat": _signatures(out_dir, (*files, *beside_files))}
             _write_manifest(out_dir, manifest)
     finally:
         if ctx.drawing is not None:
@@ -468,13 +474,52 @@ def _relative(out_dir: Path, path: Path) -> str:
         return str(path)
 
 
-def _unchanged(out_dir: Path, entry: dict[str, Any]) -> bool:
-    """Whether every file of a manifest entry is still, byte for byte, what was written (its recorded sha256)."""
+# A file whose status changed less than this long ago is hashed, not known by its status: a change made in the same
+# tick of the file system's clock (coarse: up to 2 s on some file systems) leaves its times as they were.
+SETTLED_NS = 2 * 10**9
+_SIGNED = 2  # _unchanged: unchanged, and a status was newly recorded in the entry
+
+
+def _signature(out_dir: Path, relative: str) -> list[int] | None:
+    """The file's size, modification and change times and inode, once it has settled (SETTLED_NS); None before, or if
+    it is not a regular file of out_dir. Any write, `touch` or copy over it changes its change time, which no one
+    can set back."""
+    st = stat_contained(out_dir, relative)
+    if st is None or time.time_ns() - st.st_ctime_ns < SETTLED_NS:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _signatures(out_dir: Path, files: tuple[str, ...]) -> dict[str, list[int]]:
+    return {f: sig for f in files if (sig := _signature(out_dir, f)) is not None}
+
+
+def _unchanged(out_dir: Path, entry: dict[str, Any]) -> int:
+    """Whether every file of a manifest entry is still, byte for byte, what was written (its recorded sha256): 0 when
+    not, _SIGNED when it is and a file's status was newly recorded in `entry`, else 1.
+
+    A file whose status is the one recorded when its sha256 was last checked is not read again (a warm kernel-limits
+    run hashed 85 MB of its own report); any other is hashed, and its status recorded when it matches.
+    """
     files, beside, digests = entry.get("files"), entry.get("beside", []), entry.get("sha256")
     if not (isinstance(files, list) and isinstance(beside, list) and isinstance(digests, dict)):
-        return False
-    return all(isinstance(f, str) and isinstance(digests.get(f), str) and sha256_contained(out_dir, f) == digests[f]
-               for f in (*files, *beside))
+        return 0
+    known = entry.get("stat")
+    known = known if isinstance(known, dict) else {}
+    now: dict[str, list[int]] = {}
+    for f in (*files, *beside):
+        if not (isinstance(f, str) and isinstance(digests.get(f), str)):
+            return 0
+        sig = _signature(out_dir, f)  # before the hash: a change while it is read changes the status recorded
+        if sig is None or known.get(f) != sig:
+            if sha256_contained(out_dir, f) != digests[f]:
+                return 0
+        if sig is not None:
+            now[f] = sig
+    if now == known:
+        return 1
+    entry["stat"] = now
+    return _SIGNED
 
 
 @dataclass
