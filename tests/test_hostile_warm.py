@@ -240,10 +240,16 @@ def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypat
     hashed = _hashed(monkeypatch)
     assert "report unchanged: 5 writers skipped" in _run(suite, out)
     # Files written less than SETTLED_NS before the fixture's warm run had no status recorded: hashed now, recorded.
-    assert hashed and set(hashed) < set(before)
+    assert set(hashed) <= set(before)
     hashed.clear()
+    manifest = (out / ".report" / "manifest.json").read_text()
     assert "report unchanged: 5 writers skipped" in _run(suite, out)
     assert hashed == [] and _report(out) == before
+    # The statuses are this copy's (inodes, change times): kept beside the manifest, which is published, not in it.
+    assert (out / ".report" / "manifest.json").read_text() == manifest
+    assert all(set(entry) == {"digest", "files", "beside", "sha256"} for entry in json.loads(manifest).values())
+    statuses = json.loads((out / ".report" / "status.json").read_text())
+    assert statuses["predictions.csv"][0] == (out / "predictions.csv").stat().st_size
     # A change that keeps the size and sets the modification time back still changes the file's change time.
     path = out / "records.csv"
     st = path.stat()

@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # the annotation only: compbench.outcome's functions are impo
 MARKER_FILE = ".compbench"
 MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
 INPUTS_CACHE = ".report/inputs.json"  # the inputs digest of the last report, by its stored rows (cached_inputs_digest)
+# Each report file's status when its sha256 was last checked (_unchanged): of this machine's copy, so not in the
+# manifest, which is published with the report.
+STATUS_CACHE = ".report/status.json"
 _ARRAYS = ("predictions", "theory_predictions")
 
 
@@ -112,19 +115,19 @@ def _publish(
     manifest = _read_manifest(out_dir)
     written: dict[str, list[Path]] = {}
     to_run: list[str] = []
-    signed = False  # a file's status newly recorded beside its sha256 (_unchanged): the manifest is written again
+    statuses = _read_json(out_dir, STATUS_CACHE)
+    known = dict(statuses)
     for name in formats:
         entry = manifest.get(name)
         if isinstance(entry, dict) and entry.get("digest") == writer_digest(inputs, name, REPORTERS.get(name)) \
-                and (check := _unchanged(out_dir, entry)):
-            signed |= check == _SIGNED
+                and _unchanged(out_dir, entry, statuses):
             written[name] = [out_dir / f for f in entry["files"]]
             if skipped is not None:
                 skipped.append(name)
         else:
             to_run.append(name)
-    if signed:
-        _write_manifest(out_dir, manifest)
+    if statuses != known:
+        write_atomic(out_dir, STATUS_CACHE, json.dumps(statuses))
     if _draws_plots(to_run, formats) and _can_fork():
         from compbench.report.plots import plots_state
         from compbench.runner.threads import usable_cores
@@ -147,8 +150,7 @@ def _publish(
             files, beside_files = [_relative(out_dir, p) for p in paths_of], [_relative(out_dir, p) for p in beside]
             manifest[name] = {"digest": writer_digest(inputs, name, writer), "files": files,
                               "beside": beside_files,  # a plot's SVG is written with its PNG
-                              "sha256": {f: sha256_contained(out_dir, f) for f in (*files, *beside_files)},
-                              "stat": _signatures(out_dir, (*files, *beside_files))}
+                              "sha256": {f: sha256_contained(out_dir, f) for f in (*files, *beside_files)}}
             _write_manifest(out_dir, manifest)
     finally:
         if ctx.drawing is not None:
@@ -477,7 +479,6 @@ def _relative(out_dir: Path, path: Path) -> str:
 # A file whose status changed less than this long ago is hashed, not known by its status: a change made in the same
 # tick of the file system's clock (coarse: up to 2 s on some file systems) leaves its times as they were.
 SETTLED_NS = 2 * 10**9
-_SIGNED = 2  # _unchanged: unchanged, and a status was newly recorded in the entry
 
 
 def _signature(out_dir: Path, relative: str) -> list[int] | None:
@@ -490,36 +491,26 @@ def _signature(out_dir: Path, relative: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def _signatures(out_dir: Path, files: tuple[str, ...]) -> dict[str, list[int]]:
-    return {f: sig for f in files if (sig := _signature(out_dir, f)) is not None}
+def _unchanged(out_dir: Path, entry: dict[str, Any], statuses: dict[str, Any]) -> bool:
+    """Whether every file of a manifest entry is still, byte for byte, what was written (its recorded sha256).
 
-
-def _unchanged(out_dir: Path, entry: dict[str, Any]) -> int:
-    """Whether every file of a manifest entry is still, byte for byte, what was written (its recorded sha256): 0 when
-    not, _SIGNED when it is and a file's status was newly recorded in `entry`, else 1.
-
-    A file whose status is the one recorded when its sha256 was last checked is not read again (a warm kernel-limits
-    run hashed 85 MB of its own report); any other is hashed, and its status recorded when it matches.
+    A file whose status is the one `statuses` (STATUS_CACHE) recorded when it last had that sha256 is not read again (a
+    warm kernel-limits run hashed 85 MB of its own report); any other is hashed, and its status recorded when it matches.
     """
     files, beside, digests = entry.get("files"), entry.get("beside", []), entry.get("sha256")
     if not (isinstance(files, list) and isinstance(beside, list) and isinstance(digests, dict)):
-        return 0
-    known = entry.get("stat")
-    known = known if isinstance(known, dict) else {}
-    now: dict[str, list[int]] = {}
+        return False
     for f in (*files, *beside):
         if not (isinstance(f, str) and isinstance(digests.get(f), str)):
-            return 0
+            return False
         sig = _signature(out_dir, f)  # before the hash: a change while it is read changes the status recorded
-        if sig is None or known.get(f) != sig:
-            if sha256_contained(out_dir, f) != digests[f]:
-                return 0
+        if sig is not None and statuses.get(f) == [*sig, digests[f]]:
+            continue
+        if sha256_contained(out_dir, f) != digests[f]:
+            return False
         if sig is not None:
-            now[f] = sig
-    if now == known:
-        return 1
-    entry["stat"] = now
-    return _SIGNED
+            statuses[f] = [*sig, digests[f]]
+    return True
 
 
 @dataclass
