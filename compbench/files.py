@@ -133,6 +133,19 @@ def sha256_contained(root: Path, relative: str | Path) -> str | None:
     return h.hexdigest()
 
 
+def stat_contained(root: Path, relative: str | Path) -> os.stat_result | None:
+    """The status of the regular file root/relative, None where `read_contained` gives None (nothing of it is read)."""
+    fd = _open_file(root, relative)
+    if fd is None:
+        return None
+    try:
+        return os.fstat(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def refuse_links(root: Path, relative: str | Path, verb: str = "open") -> None:
     """An OutputError if a folder below root, or the file, of root/relative is a symbolic link, or the file
     is a FIFO, a socket or a device.

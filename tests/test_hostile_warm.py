@@ -4,7 +4,9 @@ cached under the stored rows it read, and that cache follows the suite, the rows
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import os
 import pickle
 import sqlite3
 from pathlib import Path
@@ -169,3 +171,105 @@ def test_damage_in_the_current_rows_refuses_the_store_before_anything_is_written
     assert f"{path}: the compbench store is corrupt" in r.err and "nothing in it was changed" in r.err
     assert path.read_bytes() == bytes(data)
     assert sorted(p.name for p in path.parent.iterdir()) == ["records.sqlite"]
+
+
+def _reads_of_current_rows(monkeypatch) -> list[str]:
+    """The statements every store connection of this process runs from now on that read the current rows' records."""
+    import compbench.store.records as store_module
+
+    seen: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args, **kwargs):
+        db = connect(*args, **kwargs)
+        db.set_trace_callback(seen.append)
+        return db
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", traced)
+    monkeypatch.setattr(store_module, "_verified_files", set())  # as in a fresh process: nothing checked yet
+    return seen
+
+
+def test_a_warm_run_reads_the_current_records_once(warm, monkeypatch):
+    # The check before a run's first write (ResultStore._verify), the cache of the reuse check and the check before
+    # its verdicts are written each read every current row: a warm kernel-limits run read its 55 MB three times.
+    suite, out = warm
+    statements = _reads_of_current_rows(monkeypatch)
+    said = _run(suite, out)
+    assert "0 cells run, 4 reused from the cache" in said
+    whole = [s for s in statements if "FROM records WHERE superseded = 0" in s and "key IN" not in s]
+    assert len(whole) == 1 and "json_valid(record)" in whole[0], whole  # the reuse check's read, which is also the check
+    assert not [s for s in statements if "SUM(LENGTH(record))" in s]
+    # and the run still recorded its end and its verdicts in the store
+    last = ResultStore(out / "store").runs()[-1]
+    assert last.ended is not None and len(last.info["verdicts"]) >= 1 and last.info["n_cached"] == 4
+
+
+def test_a_forced_run_still_checks_the_current_rows_before_its_first_write(warm, monkeypatch):
+    suite, out = warm
+    statements = _reads_of_current_rows(monkeypatch)
+    _run(suite, out, "--force")
+    checks = [i for i, s in enumerate(statements) if "SUM(LENGTH(record))" in s]
+    first_write = next(i for i, s in enumerate(statements) if s.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")))
+    assert len(checks) == 1 and checks[0] < first_write
+
+
+def _hashed(monkeypatch) -> list[str]:
+    """The report files the report's skip check reads whole to hash them, from now on."""
+    publish = importlib.import_module("compbench.report.publish")  # the package's `publish` is a function
+
+    seen: list[str] = []
+    sha256 = publish.sha256_contained
+
+    def counting(root, relative):
+        seen.append(str(relative))
+        return sha256(root, relative)
+
+    monkeypatch.setattr(publish, "sha256_contained", counting)
+    return seen
+
+
+def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypatch):
+    # The skip check hashed every file the report wrote (85 MB for kernel-limits, predictions.csv most of it) on every
+    # warm run: a file whose size, times and inode are those recorded when its sha256 was last checked is not read.
+    publish = importlib.import_module("compbench.report.publish")  # the package's `publish` is a function
+
+    suite, out = warm
+    monkeypatch.setattr(publish, "SETTLED_NS", 0, raising=False)  # every file has settled (the tests run faster than a clock tick)
+    before = _report(out)
+    hashed = _hashed(monkeypatch)
+    assert "report unchanged: 5 writers skipped" in _run(suite, out)
+    # Files written less than SETTLED_NS before the fixture's warm run had no status recorded: hashed now, recorded.
+    assert set(hashed) <= set(before)
+    hashed.clear()
+    manifest = (out / ".report" / "manifest.json").read_text()
+    assert "report unchanged: 5 writers skipped" in _run(suite, out)
+    assert hashed == [] and _report(out) == before
+    # The statuses are this copy's (inodes, change times): kept beside the manifest, which is published, not in it.
+    assert (out / ".report" / "manifest.json").read_text() == manifest
+    assert all(set(entry) == {"digest", "files", "beside", "sha256"} for entry in json.loads(manifest).values())
+    statuses = json.loads((out / ".report" / "status.json").read_text())
+    assert statuses["predictions.csv"][0] == (out / "predictions.csv").stat().st_size
+    # A change that keeps the size and sets the modification time back still changes the file's change time.
+    path = out / "records.csv"
+    st = path.stat()
+    text = path.read_bytes()
+    path.write_bytes(text.replace(b"warm", b"WARM", 1))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_size == st.st_size and path.read_bytes() != text
+    said = _run(suite, out)
+    # read for the check: the only file whose status changed (then the csv writer's files, hashed as it writes them)
+    assert hashed[0] == "records.csv" and not {"predictions.csv", "leaderboard.md", "leaderboard.html"} & set(hashed)
+    assert "report partly rewritten" in said and path.read_bytes() == text
+
+
+def test_a_report_file_not_settled_is_hashed(warm, monkeypatch):
+    publish = importlib.import_module("compbench.report.publish")  # the package's `publish` is a function
+
+    suite, out = warm
+    monkeypatch.setattr(publish, "SETTLED_NS", 10**18, raising=False)  # nothing settles: every file is hashed, as before
+    hashed = _hashed(monkeypatch)
+    for _ in range(2):
+        hashed.clear()
+        assert "report unchanged: 5 writers skipped" in _run(suite, out)
+        assert "predictions.csv" in hashed and "records.csv" in hashed

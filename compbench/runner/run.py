@@ -71,6 +71,10 @@ class SuiteRunner(StoreView):
         # as each is recomputed); records stored since, by this run or a concurrent one, count.
         super().__init__(loaded, out_dir, resolve_device(device) if resolve else device, tasks=tasks, jobs=jobs, fresh=force)
         if writer:
+            # The stored records first (--force ignores them): that read of every current row is the check the
+            # store makes before its first write (ResultStore._verify), so a warm run reads them once.
+            if self._cache is None:  # None unless --force
+                self._cache = self.store.latest()
             self.store.open(write=True)  # a store that cannot be used fails now, before any training
         self.fresh_since: float | None = time.time() if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average

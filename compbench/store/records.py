@@ -221,6 +221,9 @@ class ResultStore:
         self._layout = SCHEMA_VERSION  # the open file's layout (READABLE_LAYOUTS), set by _open
         self._indexed = False  # whether the open file has the index of current rows (_CURRENT_INDEX)
         self._verified = False  # whether _verify read what this process relies on before its first write
+        # The file state at which this store last read every current row whole (`__iter__`): that read is the check
+        # _verify makes, so a run that reads its cache before its first write reads the rows once, not twice.
+        self._read_whole: tuple[int, ...] | None = None
         self.run_id: str | None = None  # the run whose records `append` stores (begin_run), None outside one
 
     @contextmanager
@@ -345,7 +348,8 @@ class ResultStore:
         (whole, through their index) and the last page of each table a write extends, so that damage there refuses the
         store before anything is written (cell_size_check makes SQLite check each page it reads). Not the superseded
         rows nor earlier runs' rows: a check of those read the whole file each time, and each run made it larger."""
-        db.execute(f"SELECT SUM(LENGTH(record)) FROM records WHERE {self._current}").fetchone()
+        if self._read_whole is None or self._read_whole != self._file_state():
+            db.execute(f"SELECT SUM(LENGTH(record)) FROM records WHERE {self._current}").fetchone()
         for table in ("records", "runs", "claims") if self._layout >= 2 else ("records", "claims"):
             db.execute(f"SELECT MAX(rowid) FROM {table}").fetchone()
         self._verified = True
@@ -405,6 +409,7 @@ class ResultStore:
                 except BaseException:
                     self.close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
                     raise
+            self._verified = True
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
             self._index(db)
@@ -435,7 +440,14 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return
-            yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
+            state = self._file_state()
+            try:
+                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
+            except sqlite3.DatabaseError:
+                self.close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
+                raise
+            if state == self._file_state():  # every current row read, in a file no checkpoint changed meanwhile
+                self._read_whole = state
 
     def _rows(self, rows: Any) -> Iterator[CellRecord]:
         """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
@@ -616,3 +628,8 @@ class ResultStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+            # Checked before this process first wrote, then written by it (closing checkpoints the log into the file,
+            # so its size and time change): the next ResultStore of this process on this file (the run's verdicts,
+            # after the runner closed its own) need not read it again; a change by anyone else since is read again.
+            if self._verified and self._identity is not None and (state := self._file_state())[:2] == self._identity:
+                _verified_files.add(state)
