@@ -216,26 +216,26 @@ def test_a_forced_run_still_checks_the_current_rows_before_its_first_write(warm,
 
 def _hashed(monkeypatch) -> list[str]:
     """The report files the report's skip check reads whole to hash them, from now on."""
-    publish = importlib.import_module("compbench.report.publish")  # the package's `publish` is a function
+    status = importlib.import_module("compbench.report.file_status")  # where the skip check hashes a file
 
     seen: list[str] = []
-    sha256 = publish.sha256_contained
+    sha256 = status.sha256_contained
 
     def counting(root, relative):
         seen.append(str(relative))
         return sha256(root, relative)
 
-    monkeypatch.setattr(publish, "sha256_contained", counting)
+    monkeypatch.setattr(status, "sha256_contained", counting)
     return seen
 
 
 def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypatch):
     # The skip check hashed every file the report wrote (85 MB for kernel-limits, predictions.csv most of it) on every
     # warm run: a file whose size, times and inode are those recorded when its sha256 was last checked is not read.
-    publish = importlib.import_module("compbench.report.publish")  # the package's `publish` is a function
+    status = importlib.import_module("compbench.report.file_status")
 
     suite, out = warm
-    monkeypatch.setattr(publish, "SETTLED_NS", 0, raising=False)  # every file has settled (the tests run faster than a clock tick)
+    monkeypatch.setattr(status, "SETTLED_NS", 0)  # every file has settled (the tests run faster than a clock tick)
     before = _report(out)
     hashed = _hashed(monkeypatch)
     assert "report unchanged: 5 writers skipped" in _run(suite, out)
@@ -264,10 +264,10 @@ def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypat
 
 
 def test_a_report_file_not_settled_is_hashed(warm, monkeypatch):
-    publish = importlib.import_module("compbench.report.publish")  # the package's `publish` is a function
+    status = importlib.import_module("compbench.report.file_status")
 
     suite, out = warm
-    monkeypatch.setattr(publish, "SETTLED_NS", 10**18, raising=False)  # nothing settles: every file is hashed, as before
+    monkeypatch.setattr(status, "SETTLED_NS", 10**18)  # nothing settles: every file is hashed, as before
     hashed = _hashed(monkeypatch)
     for _ in range(2):
         hashed.clear()

@@ -6,7 +6,6 @@ import hashlib
 import json
 import operator
 import os
-import time
 from array import array
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compbench.records import CellRecord, as_records
-from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, stat_contained, write_atomic
+from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
+from compbench.report.file_status import unchanged
 from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
 from compbench.claims import Verdict
@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the annotation only: compbench.outcome's functions are impo
 MARKER_FILE = ".compbench"
 MANIFEST_FILE = ".report/manifest.json"  # a folder: the results dir lists only the report's files
 INPUTS_CACHE = ".report/inputs.json"  # the inputs digest of the last report, by its stored rows (cached_inputs_digest)
-# Each report file's status when its sha256 was last checked (_unchanged): of this machine's copy, so not in the
+# Each report file's status when its sha256 was last checked (report.file_status): of this machine's copy, so not in the
 # manifest, which is published with the report.
 STATUS_CACHE = ".report/status.json"
 _ARRAYS = ("predictions", "theory_predictions")
@@ -120,7 +120,7 @@ def _publish(
     for name in formats:
         entry = manifest.get(name)
         if isinstance(entry, dict) and entry.get("digest") == writer_digest(inputs, name, REPORTERS.get(name)) \
-                and _unchanged(out_dir, entry, statuses):
+                and unchanged(out_dir, entry, statuses):
             written[name] = [out_dir / f for f in entry["files"]]
             if skipped is not None:
                 skipped.append(name)
@@ -481,41 +481,6 @@ def _relative(out_dir: Path, path: Path) -> str:
         return str(path)
 
 
-# A file whose status changed less than this long ago is hashed, not known by its status: a change made in the same
-# tick of the file system's clock (coarse: up to 2 s on some file systems) leaves its times as they were.
-SETTLED_NS = 2 * 10**9
-
-
-def _signature(out_dir: Path, relative: str) -> list[int] | None:
-    """The file's size, modification and change times and inode, once it has settled (SETTLED_NS); None before, or if
-    it is not a regular file of out_dir. Any write, `touch` or copy over it changes its change time, which no one
-    can set back."""
-    st = stat_contained(out_dir, relative)
-    if st is None or time.time_ns() - st.st_ctime_ns < SETTLED_NS:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-
-
-def _unchanged(out_dir: Path, entry: dict[str, Any], statuses: dict[str, Any]) -> bool:
-    """Whether every file of a manifest entry is still, byte for byte, what was written (its recorded sha256).
-
-    A file whose status is the one `statuses` (STATUS_CACHE) recorded when it last had that sha256 is not read again (a
-    warm kernel-limits run hashed 85 MB of its own report); any other is hashed, and its status recorded when it matches.
-    """
-    files, beside, digests = entry.get("files"), entry.get("beside", []), entry.get("sha256")
-    if not (isinstance(files, list) and isinstance(beside, list) and isinstance(digests, dict)):
-        return False
-    for f in (*files, *beside):
-        if not (isinstance(f, str) and isinstance(digests.get(f), str)):
-            return False
-        sig = _signature(out_dir, f)  # before the hash: a change while it is read changes the status recorded
-        if sig is not None and statuses.get(f) == [*sig, digests[f]]:
-            continue
-        if sha256_contained(out_dir, f) != digests[f]:
-            return False
-        if sig is not None:
-            statuses[f] = [*sig, digests[f]]
-    return True
 
 
 @dataclass
