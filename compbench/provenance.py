@@ -26,11 +26,12 @@ def head_sha(path: str | Path) -> str | None:
     return sha.decode().strip() or None if sha else None
 
 
-def git_state(path: str | Path) -> dict[str, Any] | None:
+def git_state(path: str | Path, dirty_hash: bool = True) -> dict[str, Any] | None:
     """The repository holding `path`: its root, HEAD's SHA, whether it is dirty, and a hash of the dirty state.
 
     The hash covers `git diff HEAD` (tracked changes, staged or not) and the untracked files' names and
-    contents, so two runs from the same commit with different edits differ; None outside a repository.
+    contents, so two runs from the same commit with different edits differ (`dirty_hash` False: not computed);
+    None outside a repository.
     """
     path = Path(path).resolve()
     directory = path if path.is_dir() else path.parent
@@ -41,7 +42,7 @@ def git_state(path: str | Path) -> dict[str, Any] | None:
     status = _git(directory, "status", "--porcelain", "--untracked-files=all") or b""
     state: dict[str, Any] = {"repo": root.decode(errors="replace").strip(),
                              "sha": sha, "dirty": bool(status.strip())}
-    if state["dirty"]:
+    if state["dirty"] and dirty_hash:
         h = hashlib.sha256(_git(directory, "diff", "HEAD", "--binary") or b"")
         untracked = _git(directory, "ls-files", "--others", "--exclude-standard", "-z") or b""
         for name in sorted(n for n in untracked.split(b"\0") if n):
@@ -112,7 +113,13 @@ def run_provenance(loaded: Any, command: str, threads: int | None, device: str) 
         state = git_state(p)
         if state is not None:
             repos.setdefault(state["repo"], state)
-    own = git_state(Path(__file__).resolve().parent)
+    # compbench's own repository is often the suite's (a checkout of it): read once, not again (each git_state runs
+    # `git status`, and `git diff HEAD` of a dirty tree, which took 3.5 s apiece in a checkout with large edits).
+    own_dir = Path(__file__).resolve().parent
+    root = _git(own_dir, "rev-parse", "--show-toplevel")
+    own = repos.get(root.decode(errors="replace").strip()) if root is not None else None
+    if own is None and root is not None:
+        own = git_state(own_dir, dirty_hash=False)
     return {
         "command": command,
         "compbench": {"version": __version__, "commit": own["sha"] if own else None,
