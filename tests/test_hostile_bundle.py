@@ -29,9 +29,11 @@ def sha(path: Path) -> str:
 
 
 def files(folder: Path) -> dict[str, bytes]:
-    """Every file of a report folder by its relative path (the store apart: a report from a bundle has none)."""
+    """Every file of a report folder by its relative path (the store apart: a report from a bundle has none; and the
+    statuses of its files, this copy's own, recorded only for a file 2 s old: report.file_status)."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.relative_to(folder).parts[0] != "store"}
+            if p.is_file() and p.relative_to(folder).parts[0] != "store"
+            and p.relative_to(folder).as_posix() != ".report/status.json"}
 
 
 @pytest.fixture
