@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from filelock import FileLock
 
 import tiny_suites
 
@@ -30,6 +33,25 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def once_across_workers(tmp_path_factory, worker_id) -> Callable[..., tuple[Path, Any]]:  # type: ignore[no-untyped-def]
+    """`once_across_workers(name, produce)`: `produce(folder)` run once per test session, not once per xdist worker
+    that happens to run one of its tests (a module fixture is set up again in every worker: the tutorial's blocks
+    ran twice, 37 s each); (folder, value), the value pickled beside the folder for the other workers to read."""
+
+    def once(name: str, produce: Callable[[Path], Any]) -> tuple[Path, Any]:
+        # every worker's basetemp sits in the session's one folder (pytest-xdist's documented recipe)
+        root = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+        folder, saved = root / f"once-{name}", root / f"once-{name}.pickle"
+        with FileLock(str(saved) + ".lock"):
+            if not saved.is_file():
+                folder.mkdir()
+                saved.write_bytes(pickle.dumps(produce(folder)))
+            return folder, pickle.loads(saved.read_bytes())
+
+    return once
 
 
 @pytest.fixture

@@ -19,14 +19,20 @@ def blocks() -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def work(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("tutorial")
+def tutorial(once_across_workers) -> tuple[Path, list[tuple[str, object]]]:
+    """Every block run in one fresh directory, in the page's order (once per session, whichever worker asks first);
+    commands write their results under `res/`."""
+    return once_across_workers("tutorial", lambda work: run_blocks(DOC, work))
 
 
 @pytest.fixture(scope="module")
-def ran(work) -> list[tuple[str, object]]:
-    """Every block run in one fresh directory, in the page's order; commands write their results under `res/`."""
-    return run_blocks(DOC, work)
+def work(tutorial) -> Path:
+    return tutorial[0]
+
+
+@pytest.fixture(scope="module")
+def ran(tutorial) -> list[tuple[str, object]]:
+    return tutorial[1]
 
 
 def test_the_page_has_its_blocks():
