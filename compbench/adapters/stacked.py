@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 # The training and theory settings `fit_module_stack` reads, each with its bounds and meaning said once:
-# an adapter's Params declares them with its own defaults (`lr: LearningRate = 3e-3`).
+# an adapter's Params declares them again with its own defaults (`lr: LearningRate = 3e-3`).
 InitScale = Annotated[float, Field(gt=0, description="σ multiplying every layer's init (each drawn as one `mlp` layer)")]
 LearningRate = Annotated[float, Field(gt=0, description="Adam learning rate")]
 Steps = Annotated[int, Field(ge=1, description="optimizer steps")]
@@ -26,21 +26,25 @@ Theory = Annotated[Literal["empirical", "none"], Field(description="each seed's 
 
 
 class StackedModuleParams(AdapterParams):
-    """Settings every stacked-module adapter has; each declares its own training defaults beside them (InitScale, LearningRate,
-    Steps, BatchSize, Theory)."""
+    """Settings every stacked-module adapter has; the training ones have no default here: each adapter gives its own."""
 
     ntk_max_memory: int = Field(default=1 << 30, ge=1 << 20, description="bytes the NTK computation may hold at once")
     dtype: Literal["float32", "float64"] = "float32"
+    init_scale: InitScale
+    lr: LearningRate
+    steps: Steps
+    batch_size: BatchSize
+    theory: Theory
 
 
 class StackedModuleAdapter(Adapter):
     """Base: one module per seed (built by `member_builder`, initialised by its `init_(seed, σ)`),
     trained together and scored against each seed's empirical NTK at init by `fit_module_stack`.
 
-    Params need init_scale, lr, steps, batch_size and theory (typed by this module's InitScale, LearningRate,
-    Steps, BatchSize and Theory), with StackedModuleParams' ntk_max_memory and dtype.
+    Params: a StackedModuleParams with a default for each of its training settings.
     """
 
+    params: StackedModuleParams
     inputs = ("vector",)
     tags = ("networks",)
 
@@ -97,7 +101,7 @@ def fit_module_stack(
     x_ev: torch.Tensor,
     y_tr: torch.Tensor,
     seeds: list[int],
-    p: Any,
+    p: StackedModuleParams,
     *,
     ntk_outputs: str,
     vector_output: bool,
@@ -119,7 +123,7 @@ def fit_module_stack(
 
         for i, m in enumerate(members):  # the members are the networks at init (the stack holds copies)
             t0 = time.perf_counter()
-            kw = {"outputs": ntk_outputs, "max_memory": p.ntk_max_memory}
+            kw: dict[str, Any] = {"outputs": ntk_outputs, "max_memory": p.ntk_max_memory}
             kernels[i] = (
                 empirical_ntk(m, x_tr, **kw).cpu().numpy(),
                 empirical_ntk(m, x_ev, x_tr, **kw).cpu().numpy(),
