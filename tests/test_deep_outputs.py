@@ -18,7 +18,7 @@ from compbench.adapters import get_adapter  # noqa: E402
 from compbench.adapters.convnet import ConvNetAdapter, ConvNetParams  # noqa: E402
 from compbench.adapters.deep import output_module  # noqa: E402
 from compbench.encodings.batch import Batch  # noqa: E402
-from compbench.training.minibatch import loss_fn, train_minibatch  # noqa: E402
+from compbench.training.minibatch import TrainOptions, loss_fn, train_minibatch  # noqa: E402
 from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet  # noqa: E402
 from compbench.theory.options import TheoryOptions  # noqa: E402
 
@@ -94,17 +94,17 @@ def test_trainers_refuse_targets_that_do_not_fit_the_loss():
     net = output_module(convnet(**REFERENCE_SMALL).build(SHAPE, n_out=K), outputs=K)
     x = torch.rand(6, *SHAPE)
     with pytest.raises(ValueError, match="cross_entropy needs integer class targets, got non-integer"):
-        train_minibatch(net, x, torch.tensor([0.5, 1, 2, 0, 1, 2]), loss="cross_entropy", epochs=1)
+        train_minibatch(net, x, torch.tensor([0.5, 1, 2, 0, 1, 2]), TrainOptions(loss="cross_entropy", epochs=1))
     with pytest.raises(ValueError, match=r"cross_entropy needs integer class targets of shape \(n,\)"):
-        train_minibatch(net, x, torch.zeros(6, K), loss="cross_entropy", epochs=1)
+        train_minibatch(net, x, torch.zeros(6, K), TrainOptions(loss="cross_entropy", epochs=1))
     with pytest.raises(ValueError, match=r"the logistic loss needs ±1 labels of shape \(n,\)"):
-        train_minibatch(net, x, torch.ones(6, K), loss="logistic", epochs=1)
+        train_minibatch(net, x, torch.ones(6, K), TrainOptions(loss="logistic", epochs=1))
     with pytest.raises(ValueError, match=r"outputs \(6, 3\) do not match the targets \(6,\)"):
-        train_minibatch(net, x, torch.ones(6), loss="mse", epochs=1, batch_size=6)
+        train_minibatch(net, x, torch.ones(6), TrainOptions(loss="mse", epochs=1, batch_size=6))
     with pytest.raises(ValueError, match="categorical_hinge needs integer class targets of shape"):
-        train_minibatch(net, x, torch.zeros(6, K), loss="categorical_hinge", epochs=1)
+        train_minibatch(net, x, torch.zeros(6, K), TrainOptions(loss="categorical_hinge", epochs=1))
     with pytest.raises(ValueError, match="unknown loss 'hinge'"):
-        train_minibatch(net, x, torch.ones(6), loss="hinge", epochs=1)
+        train_minibatch(net, x, torch.ones(6), TrainOptions(loss="hinge", epochs=1))
 
 
 # ------------------------------------------------------------- the grouped ConvNet with K outputs
@@ -138,10 +138,10 @@ def test_grouped_members_with_k_outputs_equal_solo_runs(arch, loss, budget):
     stacked = StackedConvNet(nets)
     with torch.no_grad():
         assert stacked.eval()(x).shape == (len(SEEDS), len(x), K)
-    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, **kw)
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, options=TrainOptions(**kw))
     for i, seed in enumerate(SEEDS):
         solo = copy.deepcopy(nets[i])
-        want = train_minibatch(solo, x, y, seed=seed, **kw)
+        want = train_minibatch(solo, x, y, seed=seed, options=TrainOptions(**kw))
         assert _rel(stacked.member_state_dict(i), solo.state_dict()) < 1e-9
         got = results[i]
         assert (got.epochs, got.steps, got.converged, got.diverged) == (want.epochs, want.steps, False, False)
@@ -157,8 +157,8 @@ def test_a_step_budget_of_whole_epochs_is_the_epoch_budget():
     x, y = _data("mse")
     kw = dict(optimizer="sgd", lr=1e-3, momentum=0.9, batch_size=8, amp=False)
     a, b = (adapter._init(0, SHAPE, outputs=K).net.double() for _ in range(2))
-    ra = train_minibatch(a, x, y, seed=0, epochs=2, **kw)
-    rb = train_minibatch(b, x, y, seed=0, epochs=100, steps=6, **kw)  # steps replace epochs
+    ra = train_minibatch(a, x, y, seed=0, options=TrainOptions(epochs=2, **kw))
+    rb = train_minibatch(b, x, y, seed=0, options=TrainOptions(epochs=100, steps=6, **kw))  # steps replace epochs
     assert (ra.epochs, ra.steps) == (rb.epochs, rb.steps) == (2, 6) and ra.loss_history == rb.loss_history
     assert all(torch.equal(v, b.state_dict()[k]) for k, v in a.state_dict().items())
 

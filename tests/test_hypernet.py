@@ -175,6 +175,21 @@ def test_theory_none_gives_no_kernels() -> None:
     assert HypernetAdapter(HypernetParams(theory="none")).theory_kernel_name() == "none"
 
 
+def test_theory_kernel_name_follows_ntk_outputs() -> None:
+    # One rule in StackedModuleAdapter: the hypernet's ntk_outputs picks the full K-output kernel's name.
+    assert HypernetAdapter(HypernetParams()).theory_kernel_name() == "empirical_ntk"
+    assert HypernetAdapter(HypernetParams(ntk_outputs="full")).theory_kernel_name() == "empirical_ntk_full"
+
+
+def test_evaluation_inputs_narrower_than_the_latent_are_named_as_such() -> None:
+    # The inputs are checked before the module is sized: a narrower evaluation batch is an input mismatch, not a
+    # latent_dim the user never set.
+    enc = encode("khot", khot_task())
+    narrow = Batch(enc.evaluate.x[:, :2], enc.evaluate.cells, enc.evaluate.cell_ids, enc.evaluate.n_values)
+    with pytest.raises(ValueError, match=r"evaluation inputs \(2,\) differ from training inputs \(7,\)"):
+        HypernetAdapter(HypernetParams(**SMALL)).fit_seeds(enc.train, narrow, [0])
+
+
 def test_latent_width_reads_khot_and_onehot_codes() -> None:
     cells = np.array([[1, 0, 1], [0, 1, 0]])
     x = np.ones((2, 2))

@@ -5,6 +5,7 @@ Today's engine against the reference implementations it replaced (tests/kernel_r
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,15 @@ def _rel(new: np.ndarray, old: np.ndarray) -> float:
     return float(np.abs(new - old).max()) / scale if scale else float(np.abs(new).max())
 
 
+def test_one_kernel_functions_show_relu_kernels_parameters() -> None:
+    # relu_nngp and relu_ntk pick one kernel of relu_kernels; help() shows its parameters and their own names.
+    for fn in (theory.relu_nngp, theory.relu_ntk):
+        sig = inspect.signature(fn)
+        assert sig.parameters == inspect.signature(theory.relu_kernels).parameters
+        assert sig.return_annotation == "np.ndarray" and fn.__name__ in ("relu_nngp", "relu_ntk")
+        assert fn.__doc__.startswith(("NNGP kernel Σ^depth", "NTK Θ^depth"))
+
+
 @pytest.mark.parametrize("depth", [1, 2, 3])
 @pytest.mark.parametrize("sigma_b2", [0.0, 0.1])
 def test_one_pass_kernels_equal_the_two_pass_recursion(depth: int, sigma_b2: float) -> None:
@@ -32,6 +42,7 @@ def test_one_pass_kernels_equal_the_two_pass_recursion(depth: int, sigma_b2: flo
     assert _rel(nngp, old_nngp) < 1e-12 and _rel(ntk, old_ntk) < 1e-12
     np.testing.assert_array_equal(theory.relu_ntk(x, y, depth, 2.0, sigma_b2), ntk)
     np.testing.assert_array_equal(theory.relu_nngp(x, y, depth, 2.0, sigma_b2), nngp)
+    np.testing.assert_array_equal(theory.relu_ntk(x_a=x, x_b=y, depth=depth, sigma_b2=sigma_b2), ntk)  # its keywords
     # the symmetric Gram: equal off the diagonal, exactly symmetric, and the same with x_b = a copy of x
     nngp_s, ntk_s = theory.relu_kernels(x, None, depth, 2.0, sigma_b2)
     old_nngp_s, old_ntk_s = old_relu_recursion(x, None, depth, 2.0, sigma_b2)

@@ -157,6 +157,19 @@ def test_columns_must_split_into_slots() -> None:
         SlotDecoderAdapter(SlotDecoderParams(slots=3, **SMALL)).fit_seeds(enc.train, enc.evaluate, [0])
 
 
+def test_theory_kernel_name() -> None:
+    assert SlotDecoderAdapter(SlotDecoderParams()).theory_kernel_name() == "none"  # theory is off by default
+    assert SlotDecoderAdapter(SlotDecoderParams(theory="empirical")).theory_kernel_name() == "empirical_ntk"
+
+
+def test_training_settings_keep_their_bounds_and_defaults() -> None:
+    # Declared once (stacked.py) with their bounds; each adapter gives only its defaults.
+    assert (SlotDecoderParams().lr, SlotDecoderParams().steps, SlotDecoderParams().batch_size) == (1e-3, 3000, 256)
+    for bad in ({"lr": 0}, {"steps": 0}, {"batch_size": 0}, {"init_scale": -1.0}, {"theory": "analytic"}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            SlotDecoderParams(**bad)
+
+
 def test_conformance_kit() -> None:
     # The kit's one-hot tasks have two components of equal size: the slots are the components' blocks.
     report = check_adapter(SlotDecoderAdapter, {"width": 8, "steps": 30})

@@ -10,7 +10,7 @@ import torch
 
 from compbench.adapters.convnet import ConvNetAdapter, ConvNetParams
 from compbench.adapters.deep import scalar_module
-from compbench.training.minibatch import train_minibatch
+from compbench.training.minibatch import TrainOptions, train_minibatch
 from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet
 
 SHAPE = (1, 8, 16)  # digit-like: two 8×8 digits side by side
@@ -49,7 +49,7 @@ def solo_runs(seeds, dtype, x, y, init=None, **kw):
     out = []
     for seed, net in zip(seeds, init or nets(seeds, dtype)):
         net = copy.deepcopy(net)
-        out.append((net, train_minibatch(net, x, y, seed=seed, **kw)))
+        out.append((net, train_minibatch(net, x, y, seed=seed, options=TrainOptions(**kw))))
     return out
 
 
@@ -67,7 +67,7 @@ def check_members(stacked, solo, x, tol, loss_tol=1e-6):
 def test_members_equal_solo_runs_float64(kw):
     x, y = data(torch.float64)
     stacked = StackedConvNet(nets(SEEDS, torch.float64))
-    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, **kw)
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, options=TrainOptions(**kw))
     solo = solo_runs(SEEDS, torch.float64, x, y, **kw)
     check_members(stacked, solo, x, tol=1e-9)
     for got, (_, want) in zip(results, solo):
@@ -80,7 +80,7 @@ def test_members_equal_solo_runs_float64(kw):
 def test_members_equal_solo_runs_float32():
     x, y = data(torch.float32)
     stacked = StackedConvNet(nets(SEEDS, torch.float32))
-    train_stacked_convnet(stacked, x, y, seeds=SEEDS, **SGD)
+    train_stacked_convnet(stacked, x, y, seeds=SEEDS, options=TrainOptions(**SGD))
     check_members(stacked, solo_runs(SEEDS, torch.float32, x, y, **SGD), x, tol=1e-4)
 
 
@@ -118,7 +118,7 @@ def test_per_member_early_stopping():
     # The solo loss curves (loss_tol 0) decide a loss_tol at which the members stop at different epochs.
     tol, expected = staggered_tol([res.loss_history for _, res in solo_runs(SEEDS, torch.float64, x, y, **kw)])
     stacked = StackedConvNet(nets(SEEDS, torch.float64))
-    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, **dict(kw, loss_tol=tol))
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, options=TrainOptions(**dict(kw, loss_tol=tol)))
     solo = solo_runs(SEEDS, torch.float64, x, y, **dict(kw, loss_tol=tol))
     assert [r.epochs if r.converged else None for r in results] == expected
     assert [r.epochs if r.converged else None for _, r in solo] == expected
@@ -135,14 +135,14 @@ def test_a_seed_does_not_depend_on_the_others_on_one_thread():
     x, y = data(torch.float32)
     kw = dict(ADAM, epochs=5)
     probe = StackedConvNet(nets(SEEDS, torch.float32))
-    tol, expected = staggered_tol([r.loss_history for r in train_stacked_convnet(probe, x, y, seeds=SEEDS, **kw)])
+    tol, expected = staggered_tol([r.loss_history for r in train_stacked_convnet(probe, x, y, seeds=SEEDS, options=TrainOptions(**kw))])
     kw["loss_tol"] = tol
     together = StackedConvNet(nets(SEEDS, torch.float32))
-    results = train_stacked_convnet(together, x, y, seeds=SEEDS, **kw)
+    results = train_stacked_convnet(together, x, y, seeds=SEEDS, options=TrainOptions(**kw))
     assert [r.epochs if r.converged else None for r in results] == expected
     for i, seed in enumerate(SEEDS):
         alone = StackedConvNet(nets([seed], torch.float32))
-        (result,) = train_stacked_convnet(alone, x, y, seeds=[seed], **kw)
+        (result,) = train_stacked_convnet(alone, x, y, seeds=[seed], options=TrainOptions(**kw))
         assert result.loss_history == results[i].loss_history
         a, b = together.member_state_dict(i), alone.member_state_dict(0)
         assert all(torch.equal(a[k], b[k]) for k in a)
@@ -155,7 +155,7 @@ def test_diverging_member_leaves_the_others_alone():
     with torch.no_grad():  # seed 1's output layer ×30: it blows up in its eighth step (mid-epoch)
         init[1][-1].weight.mul_(30.0)
     stacked = StackedConvNet(init)
-    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, **kw)
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, options=TrainOptions(**kw))
     solo = solo_runs(SEEDS, torch.float64, x, y, init=init, **kw)
     assert [r.diverged for r in results] == [r.diverged for _, r in solo] == [False, True, False]
     bad, want = results[1], solo[1][1]
@@ -174,9 +174,9 @@ def test_nan_member_changes_nothing_for_the_others():
     with torch.no_grad():
         init[1][2].weight[0] = float("nan")  # a BatchNorm scale
     with_nan = StackedConvNet(init)
-    res = train_stacked_convnet(with_nan, x, y, seeds=SEEDS, **ADAM)
+    res = train_stacked_convnet(with_nan, x, y, seeds=SEEDS, options=TrainOptions(**ADAM))
     without = StackedConvNet([init[0], init[2]])
-    train_stacked_convnet(without, x, y, seeds=[0, 2], **ADAM)
+    train_stacked_convnet(without, x, y, seeds=[0, 2], options=TrainOptions(**ADAM))
     assert [r.diverged for r in res] == [False, True, False] and res[1].steps == 0
     for i, j in ((0, 0), (2, 1)):  # float64 grouped kernels do not depend on the group count: bitwise
         a, b = with_nan.member_state_dict(i), without.member_state_dict(j)
@@ -189,9 +189,9 @@ def test_centred_scaled_members_equal_solo():
     stacked = StackedConvNet([m.net for m in members], reference=[m.net0 for m in members], scale=2.0)
     with torch.no_grad():
         assert float(stacked.eval()(x).abs().max()) == 0.0  # starts at exactly 0
-    train_stacked_convnet(stacked, x, y, seeds=SEEDS[:2], **ADAM)
+    train_stacked_convnet(stacked, x, y, seeds=SEEDS[:2], options=TrainOptions(**ADAM))
     for i, m in enumerate(members):
-        train_minibatch(m, x, y, seed=SEEDS[i], **ADAM)
+        train_minibatch(m, x, y, seed=SEEDS[i], options=TrainOptions(**ADAM))
         assert rel(stacked.member_state_dict(i), m.net.state_dict()) < 1e-9
 
 
@@ -232,7 +232,7 @@ def test_members_with_their_own_learning_rates_equal_solo_runs():
     x, y = data(torch.float64)
     lrs = [1e-3, 4e-3, 2.5e-4]
     stacked = StackedConvNet(nets(SEEDS, torch.float64))
-    train_stacked_convnet(stacked, x, y, seeds=SEEDS, lrs=lrs, **SGD)
+    train_stacked_convnet(stacked, x, y, seeds=SEEDS, lrs=lrs, options=TrainOptions(**SGD))
     solo = [solo_runs([s], torch.float64, x, y, **dict(SGD, lr=lr))[0] for s, lr in zip(SEEDS, lrs)]
     check_members(stacked, solo, x, tol=1e-9)
     # and not what one shared rate gives: the rates reach the members
@@ -249,7 +249,7 @@ def test_members_with_their_own_learning_rates_equal_solo_runs():
 def test_per_member_learning_rates_are_checked(lrs, kw, message):
     x, y = data(torch.float64)
     with pytest.raises(ValueError, match=message):
-        train_stacked_convnet(StackedConvNet(nets(SEEDS, torch.float64)), x, y, seeds=SEEDS, lrs=lrs, **kw)
+        train_stacked_convnet(StackedConvNet(nets(SEEDS, torch.float64)), x, y, seeds=SEEDS, lrs=lrs, options=TrainOptions(**kw))
 
 
 def test_lr_ntk_seeds_train_stacked_and_equal_one_by_one():
@@ -291,7 +291,7 @@ def test_centred_members_without_batchnorm_reuse_the_references_outputs_and_equa
     stacked.reference.register_forward_hook(lambda *_: calls.append(1))
     kw = dict(SGD, epochs=4)
     tol, expected = staggered_tol([r.loss_history for _, r in solo_runs(SEEDS, torch.float64, x, y, init=[copy.deepcopy(m) for m in members], **kw)])
-    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, **dict(kw, loss_tol=tol))
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, options=TrainOptions(**dict(kw, loss_tol=tol)))
     assert len(calls) == 3  # once per sample: 24 in chunks of the batch size 8, not once per step (≥ 9 steps)
     solo = solo_runs(SEEDS, torch.float64, x, y, init=members, **dict(kw, loss_tol=tol))
     assert [r.epochs if r.converged else None for r in results] == expected
@@ -318,7 +318,7 @@ def test_own_learning_rates_with_members_stopping_and_diverging_equal_solo():
     finite = [r.loss_history for i, (_, r) in enumerate(solo_free) if i != 1]
     tol = min(c[4] for c in finite) * (1 + 1e-6)  # someone stops after epoch 5 at the latest
     stacked = StackedConvNet(nets(SEEDS, torch.float64))
-    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, lrs=lrs, **dict(kw, loss_tol=tol))
+    results = train_stacked_convnet(stacked, x, y, seeds=SEEDS, lrs=lrs, options=TrainOptions(**dict(kw, loss_tol=tol)))
     solo = [solo_runs([s], torch.float64, x, y, **dict(kw, lr=lr, loss_tol=tol))[0] for s, lr in zip(SEEDS, lrs)]
     assert [(r.steps, r.converged, r.diverged) for r in results] == [(r.steps, r.converged, r.diverged) for _, r in solo]
     assert any(r.converged for r in results) and results[1].diverged
@@ -333,6 +333,6 @@ def test_a_single_centred_member_without_batchnorm_equals_solo():
     member = scalar_module(plain._init(5, SHAPE).net.double(), center=True, scale=2.0)
     stacked = StackedConvNet([member.net], reference=[member.net0], scale=2.0)
     assert stacked.static_reference
-    train_stacked_convnet(stacked, x, y, seeds=[5], **SGD)
+    train_stacked_convnet(stacked, x, y, seeds=[5], options=TrainOptions(**SGD))
     (net, _), = solo_runs([5], torch.float64, x, y, init=[member], **SGD)
     assert rel(stacked.member_state_dict(0), net.net.state_dict()) < 1e-9

@@ -38,6 +38,7 @@ and the empirical NTK at init are per seed as in every deep adapter.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
@@ -230,12 +231,11 @@ class ConvNetAdapter(NetworkAdapter):
                 scale=p.output_scale,
             )
             options = [self._train_options(state) for state in at_init]  # lr_ntk: each seed's own lr
-            shared = {key: value for key, value in options[0].items() if key != "lr"}
-            lrs = [o["lr"] for o in options] if p.lr_ntk is not None else None
-            results = train_stacked_convnet(stacked, x_tr, y_tr, seeds=group, lr=p.lr, lrs=lrs, **shared)
+            lrs = [o.lr for o in options] if p.lr_ntk is not None else None
+            results = train_stacked_convnet(stacked, x_tr, y_tr, dataclasses.replace(options[0], lr=p.lr), seeds=group, lrs=lrs)
             for i, net in enumerate(nets):
                 net.net.load_state_dict(stacked.member_state_dict(i))
-                fit = self._fitted(net, results[i], x_ev, at_init[i], options[i]["lr"], x_tr)
+                fit = self._fitted(net, results[i], x_ev, at_init[i], options[i].lr, x_tr)
                 fit.info["stacked_seeds"] = len(group)  # train_seconds is the shared wall time of the group
                 fitted.append(fit)
             del stacked

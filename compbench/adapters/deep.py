@@ -44,6 +44,8 @@ from compbench.theory.options import TheoryOptions
 if TYPE_CHECKING:
     import torch
 
+    from compbench.training.minibatch import TrainOptions
+
 
 class NetworkParams(AdapterParams):
     """Training and theory settings shared by the deep image adapters."""
@@ -410,14 +412,16 @@ class NetworkAdapter(Adapter):
         if p.lr_ntk is not None:
             state.lambda_max_estimate = _largest_eigenvalue(net, x_tr, p.batch_size)
 
-    def _train_options(self, at_init: AtInit | None = None) -> dict[str, Any]:
-        """`train_minibatch`'s keyword arguments from the params, all but the seed.
+    def _train_options(self, at_init: AtInit | None = None) -> TrainOptions:
+        """The training recipe from the params (all but the seed).
 
         With `lr_ntk`, the learning rate comes from the seed's NTK at init (`at_init` from `_at_init`):
         lr_ntk · n / λ_max, so that gradient descent on the linearised model under the MSE (summed
         over outputs) is stable below lr_ntk = 1 (exactly for one output or the full eNTK; for the
         trace kernel of K outputs where the full eNTK is close to trace ⊗ identity).
         """
+        from compbench.training.minibatch import TrainOptions
+
         p = self.params
         lr = p.lr
         if p.lr_ntk is not None:
@@ -425,7 +429,7 @@ class NetworkAdapter(Adapter):
             if lam is None:
                 raise ValueError("lr_ntk needs the seed's empirical NTK at init")
             lr = p.lr_ntk * len(at_init.f0_train) / lam
-        return dict(
+        return TrainOptions(
             optimizer=p.optimizer, lr=lr, momentum=p.momentum, weight_decay=p.weight_decay,
             epochs=p.epochs, steps=p.steps, batch_size=p.batch_size, loss=p.loss, loss_tol=p.loss_tol, amp=p.amp,
         )
@@ -496,15 +500,15 @@ class NetworkAdapter(Adapter):
             options = self._train_options(at_init)
             with seeded_rng(seed, self.device):
                 result = self._train_one(net, train, x_tr, y_tr, seed, options)
-            fitted.append(self._seed_fitted(net, train, result, x_ev, at_init, options["lr"], x_tr))
+            fitted.append(self._seed_fitted(net, train, result, x_ev, at_init, options.lr, x_tr))
         return fitted
 
     def _train_one(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int,
-                   options: dict[str, Any]) -> Any:
+                   options: TrainOptions) -> Any:
         """Train one seed's network (the per-seed loop's one step a subclass may replace, e.g. on a stream)."""
         from compbench.training.minibatch import train_minibatch
 
-        return train_minibatch(net, x_tr, y_tr, seed=seed, **options)
+        return train_minibatch(net, x_tr, y_tr, options, seed=seed)
 
     def _seed_fitted(self, net: torch.nn.Module, train: Batch, result: Any, x_ev: torch.Tensor, at_init: AtInit,
                      lr: float, x_tr: torch.Tensor) -> Fitted:

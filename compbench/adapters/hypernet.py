@@ -35,7 +35,7 @@ from pydantic import Field
 
 from compbench.adapters.base import Batch
 from compbench.adapters.registry import register_adapter
-from compbench.adapters.stacked import StackedModuleAdapter, StackedModuleParams
+from compbench.adapters.stacked import BatchSize, InitScale, LearningRate, StackedModuleAdapter, StackedModuleParams, Steps, Theory
 
 __all__ = ["HypernetAdapter", "HypernetParams", "hypernet_module", "latent_width"]
 
@@ -142,13 +142,11 @@ class HypernetParams(StackedModuleParams):
     latent_dim: int | None = Field(
         default=None, ge=0, description="leading input columns that are the latent z (None: the k-hot or one-hot cell code)"
     )
-    init_scale: float = Field(default=0.3, gt=0, description="σ multiplying every template's init")
-    lr: float = Field(default=3e-3, gt=0, description="Adam learning rate")
-    steps: int = Field(default=5000, ge=1, description="optimizer steps")
-    batch_size: int | None = Field(default=1024, ge=1, description="minibatch size (None: full batch)")
-    theory: Literal["empirical", "none"] = Field(
-        default="empirical", description="each seed's empirical NTK at init (with f_0), or no theory prediction"
-    )
+    init_scale: InitScale = 0.3  # every template drawn as one `mlp` layer
+    lr: LearningRate = 3e-3
+    steps: Steps = 5000
+    batch_size: BatchSize = 1024
+    theory: Theory = "empirical"
     ntk_outputs: Literal["trace", "full"] = Field(
         default="trace", description="K outputs: the output-averaged eNTK or the full (n·K)² one"
     )
@@ -164,9 +162,7 @@ class HypernetAdapter(StackedModuleAdapter):
     def member_builder(self, train: Batch, evaluate: Batch) -> tuple[Any, dict[str, Any]]:
         """A hypernetwork on this batch's latent and x (the latent's width recorded in every seed's info)."""
         p = self.params
-        latent = latent_width(train, p.latent_dim)
-        if latent_width(evaluate, latent) != latent:
-            raise ValueError(f"evaluation inputs {evaluate.x.shape[1:]} differ from training inputs {train.x.shape[1:]}")
+        latent = latent_width(train, p.latent_dim)  # the evaluation inputs have the same columns (stack_inputs)
         x_dim = int(np.prod(train.x.shape[1:])) - latent
         n_out, flat = train.n_outputs, not train.vector_output
         return (lambda: hypernet_module(latent, x_dim, p.width, p.layers, n_out, flat)), {"latent_dim": latent}
@@ -174,9 +170,3 @@ class HypernetAdapter(StackedModuleAdapter):
     def ntk_outputs(self) -> str:
         """`ntk_outputs` of the params: the output-averaged or the full eNTK."""
         return self.params.ntk_outputs
-
-    def theory_kernel_name(self) -> str:
-        """'empirical_ntk' (or '..._full' for the full K-output kernel), or 'none'."""
-        if self.params.theory == "none":
-            return "none"
-        return "empirical_ntk_full" if self.params.ntk_outputs == "full" else "empirical_ntk"

@@ -101,15 +101,15 @@ class ModuleAdapter(NetworkAdapter):
         options = self._train_options(at_init[0])
         why = ""
         try:
-            results = train_stacked(nets, x_tr, y_tr, list(seeds), **options)
+            results = train_stacked(nets, x_tr, y_tr, list(seeds), options)
         except CannotStack as exc:
             why = str(exc)
             nets = [self._init(seed, in_shape, outputs) for seed in seeds]  # untouched copies: a failed try may have run
             results = []
             for seed, net in zip(seeds, nets):
                 with seeded_rng(seed, self.device):
-                    results.append(train_minibatch(net, x_tr, y_tr, seed=seed, **options))
-        fitted = [self._fitted(net, r, x_ev, a, options["lr"], x_tr) for net, r, a in zip(nets, results, at_init)]
+                    results.append(train_minibatch(net, x_tr, y_tr, options, seed=seed))
+        fitted = [self._fitted(net, r, x_ev, a, options.lr, x_tr) for net, r, a in zip(nets, results, at_init)]
         for f in fitted:
             f.info.update(seeds_stacked=not why, **({"seeds_stacked_why": why} if why else {}))
         return fitted

@@ -45,7 +45,7 @@ from compbench.adapters.registry import register_adapter
 if TYPE_CHECKING:
     import torch
 
-    from compbench.training.minibatch import MinibatchResult
+    from compbench.training.minibatch import MinibatchResult, TrainOptions
 
 __all__ = ["BottleneckAdapter", "BottleneckParams", "SequenceParams", "TransformerAdapter", "pack"]
 
@@ -249,9 +249,9 @@ class _SequenceAdapter(NetworkAdapter):
         return super().fit_seeds(train, evaluate, seeds)
 
     def _train_one(self, net: torch.nn.Module, train: Batch, x_tr: torch.Tensor, y_tr: torch.Tensor, seed: int,
-                   options: dict[str, Any]) -> MinibatchResult:
+                   options: TrainOptions) -> MinibatchResult:
         """Train on the stream of fresh episodes when the task has one, else on the fixed split."""
-        return self._stream_train(net, train, x_tr, y_tr, seed, options["lr"])
+        return self._stream_train(net, train, x_tr, y_tr, seed, options.lr)
 
     def _seed_fitted(self, net: torch.nn.Module, train: Batch, result: Any, x_ev: torch.Tensor, at_init: Any, lr: float,
                      x_tr: torch.Tensor) -> Fitted:

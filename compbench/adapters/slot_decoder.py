@@ -23,14 +23,14 @@ of each hidden layer), so it is off by default.
 from __future__ import annotations
 
 import functools
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import Field
 
 from compbench.adapters.base import Batch
 from compbench.adapters.registry import register_adapter
-from compbench.adapters.stacked import StackedModuleAdapter, StackedModuleParams
+from compbench.adapters.stacked import BatchSize, InitScale, LearningRate, StackedModuleAdapter, StackedModuleParams, Steps, Theory
 
 __all__ = ["SlotDecoderAdapter", "SlotDecoderParams", "slot_decoder_module"]
 
@@ -107,13 +107,11 @@ class SlotDecoderParams(StackedModuleParams):
     share: bool = Field(default=True, description="one φ for every slot (false: one φ per slot, the paper's default)")
     width: int = Field(default=256, ge=1, description="hidden units of φ")
     depth: int = Field(default=2, ge=1, description="hidden layers of φ")
-    init_scale: float = Field(default=1.0, gt=0, description="σ multiplying every layer's init")
-    lr: float = Field(default=1e-3, gt=0, description="Adam learning rate")
-    steps: int = Field(default=3000, ge=1, description="optimizer steps")
-    batch_size: int | None = Field(default=256, ge=1, description="minibatch size (None: full batch)")
-    theory: Literal["empirical", "none"] = Field(
-        default="none", description="each seed's empirical NTK at init (with f_0; output-averaged for K outputs), or none"
-    )
+    init_scale: InitScale = 1.0
+    lr: LearningRate = 1e-3
+    steps: Steps = 3000
+    batch_size: BatchSize = 256
+    theory: Theory = "none"
 
 
 @register_adapter("slot_decoder")
@@ -131,7 +129,3 @@ class SlotDecoderAdapter(StackedModuleAdapter):
             raise ValueError(f"inputs of {width} columns do not split into {p.slots} equal slots")
         n_out, flat = train.n_outputs, not train.vector_output
         return (lambda: slot_decoder_module(width // p.slots, p.slots, p.width, p.depth, n_out, p.share, flat)), {}
-
-    def theory_kernel_name(self) -> str:
-        """'empirical_ntk' (output-averaged with K outputs) or 'none'."""
-        return "none" if self.params.theory == "none" else "empirical_ntk"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -16,20 +16,35 @@ if TYPE_CHECKING:
     import torch
 
 
+# The training and theory settings `fit_module_stack` reads, each with its bounds and meaning said once:
+# an adapter's Params declares them again with its own defaults (`lr: LearningRate = 3e-3`).
+InitScale = Annotated[float, Field(gt=0, description="σ multiplying every layer's init (each drawn as one `mlp` layer)")]
+LearningRate = Annotated[float, Field(gt=0, description="Adam learning rate")]
+Steps = Annotated[int, Field(ge=1, description="optimizer steps")]
+BatchSize = Annotated[int | None, Field(ge=1, description="minibatch size (None: full batch)")]
+Theory = Annotated[Literal["empirical", "none"], Field(description="each seed's empirical NTK at init with f_0, or no theory prediction")]
+
+
 class StackedModuleParams(AdapterParams):
-    """Settings every stacked-module adapter has; each declares its own training defaults beside them."""
+    """Settings every stacked-module adapter has; the training ones have no default here: each adapter gives its own."""
 
     ntk_max_memory: int = Field(default=1 << 30, ge=1 << 20, description="bytes the NTK computation may hold at once")
     dtype: Literal["float32", "float64"] = "float32"
+    init_scale: InitScale
+    lr: LearningRate
+    steps: Steps
+    batch_size: BatchSize
+    theory: Theory
 
 
 class StackedModuleAdapter(Adapter):
     """Base: one module per seed (built by `member_builder`, initialised by its `init_(seed, σ)`),
     trained together and scored against each seed's empirical NTK at init by `fit_module_stack`.
 
-    Params need init_scale, lr, steps, batch_size, theory, ntk_max_memory and dtype.
+    Params: a StackedModuleParams with a default for each of its training settings.
     """
 
+    params: StackedModuleParams
     inputs = ("vector",)
     tags = ("networks",)
 
@@ -46,9 +61,9 @@ class StackedModuleAdapter(Adapter):
         import torch
 
         p = self.params
-        build, info = self.member_builder(train, evaluate)
         dtype = torch.float64 if p.dtype == "float64" else torch.float32
-        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)
+        x_tr, x_ev, y_tr = stack_inputs(train, evaluate, dtype, self.device)  # first: the builders may take the inputs' shapes as checked
+        build, info = self.member_builder(train, evaluate)
         members = []
         for s in seeds:
             m = build().to(dtype=dtype)
@@ -56,6 +71,12 @@ class StackedModuleAdapter(Adapter):
             members.append(m.to(device=self.device))
         return fit_module_stack(members, x_tr, x_ev, y_tr, list(seeds), p, ntk_outputs=self.ntk_outputs(),
                                 vector_output=train.vector_output, info=info)
+
+    def theory_kernel_name(self) -> str:
+        """'empirical_ntk' (output-averaged with K outputs), 'empirical_ntk_full' (the full K-output kernel), or 'none'."""
+        if self.params.theory == "none":
+            return "none"
+        return "empirical_ntk_full" if self.ntk_outputs() == "full" else "empirical_ntk"
 
     def theory_options(self) -> TheoryOptions:
         """MSE training from f_0: min-norm kernel regression on the eNTK."""
@@ -80,7 +101,7 @@ def fit_module_stack(
     x_ev: torch.Tensor,
     y_tr: torch.Tensor,
     seeds: list[int],
-    p: Any,
+    p: StackedModuleParams,
     *,
     ntk_outputs: str,
     vector_output: bool,
@@ -102,7 +123,7 @@ def fit_module_stack(
 
         for i, m in enumerate(members):  # the members are the networks at init (the stack holds copies)
             t0 = time.perf_counter()
-            kw = {"outputs": ntk_outputs, "max_memory": p.ntk_max_memory}
+            kw: dict[str, Any] = {"outputs": ntk_outputs, "max_memory": p.ntk_max_memory}
             kernels[i] = (
                 empirical_ntk(m, x_tr, **kw).cpu().numpy(),
                 empirical_ntk(m, x_ev, x_tr, **kw).cpu().numpy(),

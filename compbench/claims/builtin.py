@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -26,6 +26,41 @@ from compbench.records import as_records
 from compbench.records.metric_facts import METRICS, PER_FACTOR, SEED_STATISTICS, theory_partner
 
 
+class _Reading(NamedTuple):
+    """What a per-cell claim read off a subject: the value, the bar it needed, whether it passed, and how it was read."""
+
+    measured: float
+    threshold: str
+    passed: bool
+    detail: str
+
+
+class _PerMember(Claim):
+    """A per-cell claim read off each member's value of its metrics (`_per_member`), one verdict per subject.
+
+    Where a metric cannot be measured (a failed cell, none finished, a metric missing or not applicable)
+    the verdict is the failed one saying why; else `read` gives it from the ok records, each member's
+    values (in the order of `compared`) and the tolerance.
+    """
+
+    compares: ClassVar[tuple[str, ...]] = ()
+
+    def compared(self, params: Any, ok: list[Record]) -> tuple[str, ...]:
+        """The metrics each member's values are taken of, given the subject's ok records (by default `compares`)."""
+        return self.compares
+
+    def read(self, params: Any, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        """The verdict's value, threshold, pass and detail."""
+        raise NotImplementedError
+
+    def judge(self, params: Any, expectation: str, subject: Subject) -> Verdict:
+        """The failed verdict of `_per_member`, or the one `read` gives."""
+        bad, ok, values = _per_member(self, expectation, subject, *self.compared(params, [r for r in subject.records if r.ok]))
+        if bad:
+            return bad
+        return Verdict(expectation, self.name, subject.name, subject.task, *self.read(params, ok, values, self.tolerance(params)))
+
+
 class MatchesKernelParams(ClaimParams):
     """R²(model, theory) ≥ 1 − tolerance, and optionally max |model − theory| ≤ max_abs_diff."""
 
@@ -33,17 +68,14 @@ class MatchesKernelParams(ClaimParams):
 
 
 @register_claim("matches_kernel")
-class MatchesKernel(Claim):
+class MatchesKernel(_PerMember):
     """The model's held-out predictions equal its own kernel-theory prediction (worst seed)."""
 
     Params = MatchesKernelParams
     default_tolerance = 0.05
+    compares = ("theory_r2", "theory_max_abs_diff")
 
-    def judge(self, params: MatchesKernelParams, expectation: str, subject: Subject) -> Verdict:
-        refused, ok = usable(self, expectation, subject, ("theory_r2", "theory_max_abs_diff"))
-        if refused:
-            return refused
-        tol = self.tolerance(params)
+    def read(self, params: MatchesKernelParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
         worst_diff = max(float(r.metrics["theory_max_abs_diff"]) for r in ok)
         # An R² against a constant theory is 0 or 1 by convention (metric_facts.r2_not_applicable): where the
         # expectation gives max_abs_diff, such a seed is judged by max |model − theory| alone; without one the
@@ -56,61 +88,51 @@ class MatchesKernel(Claim):
             passed = passed and worst_diff <= params.max_abs_diff
             threshold += f", max|Δ| ≤ {params.max_abs_diff:g}"
         r2_text = f"worst R²(model, theory) {worst_r2:.6f}" if judged else "R²(model, theory) n/a (theory constant)"
-        return Verdict(expectation, self.name, subject.name, subject.task, worst_r2 if judged else worst_diff, threshold,
-                       passed, f"{r2_text}, max |model − theory| {worst_diff:.2e} over {_n(ok)}")
+        return _Reading(worst_r2 if judged else worst_diff, threshold, passed, f"{r2_text}, max |model − theory| {worst_diff:.2e} over {_n(ok)}")
 
 
 @register_claim("additive")
-class Additive(Claim):
+class Additive(_PerMember):
     """Held-out conjunction-wise additivity R² ≥ 1 − tolerance (worst member, mean over seeds)."""
 
     default_tolerance = 0.05
+    compares = ("additivity",)
 
-    def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
-        refused, ok = usable(self, expectation, subject, ("additivity",))
-        if refused:
-            return refused
-        tol = self.tolerance(params)
-        val = min(mean_of(rs, "additivity") for rs in by_member(ok).values())
-        return Verdict(expectation, self.name, subject.name, subject.task, val, f"≥ {1 - tol:g}", val >= 1 - tol,
-                       f"held-out additivity R² (worst of {_n(ok)})")
+    def read(self, params: ClaimParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        val = min(v for (v,) in values)
+        return _Reading(val, f"≥ {1 - tol:g}", val >= 1 - tol, f"held-out additivity R² (worst of {_n(ok)})")
 
 
 @register_claim("at_chance")
-class AtChance(Claim):
+class AtChance(_PerMember):
     """Held-out accuracy within `tolerance` of ½ (the member farthest from it, mean over seeds)."""
 
     kinds = ("classification",)
     default_tolerance = 0.15
+    compares = ("heldout_acc",)
 
-    def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
-        refused, ok = usable(self, expectation, subject, ("heldout_acc",))
-        if refused:
-            return refused
-        tol = self.tolerance(params)
-        accs = [mean_of(rs, "heldout_acc") for rs in by_member(ok).values()]
-        val = max(accs, key=lambda a: abs(a - 0.5))
-        return Verdict(expectation, self.name, subject.name, subject.task, val, f"|acc − 0.5| ≤ {tol:g}", abs(val - 0.5) <= tol,
+    def read(self, params: ClaimParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        val = max((a for (a,) in values), key=lambda a: abs(a - 0.5))
+        return _Reading(val, f"|acc − 0.5| ≤ {tol:g}", abs(val - 0.5) <= tol,
                        f"held-out accuracy, mean over seeds; separation {mean_of(ok, 'separation'):+.3g}")
 
 
 @register_claim("beats_kernel")
-class BeatsKernel(Claim):
+class BeatsKernel(_PerMember):
     """Held-out score above the model's own kernel-theory score by ≥ tolerance (worst member)."""
 
     default_tolerance = 0.2
 
-    def judge(self, params: ClaimParams, expectation: str, subject: Subject) -> Verdict:
-        ok0 = [r for r in subject.records if r.ok]
-        metric = "heldout_acc" if ok0 and ok0[0].kind in ("classification", "multiclass") else "heldout_r2"
-        partner = theory_partner(metric) or ""
-        refused, _ = usable(self, expectation, subject, (metric, partner))
-        if refused:
-            return refused
-        tol = self.tolerance(params)
-        val = min(mean_of(rs, metric) - mean_of(rs, partner) for rs in by_member(ok0).values())
-        return Verdict(expectation, self.name, subject.name, subject.task, val, f"{metric} − {partner} ≥ {tol:g}", val >= tol,
-                       f"{metric} {mean_of(ok0, metric):.3f} vs its kernel theory {mean_of(ok0, partner):.3f}")
+    def compared(self, params: ClaimParams, ok: list[Record]) -> tuple[str, ...]:
+        """Accuracy on a class task, else R², and its theory partner."""
+        metric = "heldout_acc" if ok and ok[0].kind in ("classification", "multiclass") else "heldout_r2"
+        return metric, theory_partner(metric) or ""
+
+    def read(self, params: ClaimParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        metric, partner = self.compared(params, ok)
+        val = min(m - t for m, t in values)
+        return _Reading(val, f"{metric} − {partner} ≥ {tol:g}", val >= tol,
+                       f"{metric} {mean_of(ok, metric):.3f} vs its kernel theory {mean_of(ok, partner):.3f}")
 
 
 class SlopeParams(ClaimParams):
@@ -122,28 +144,23 @@ class SlopeParams(ClaimParams):
 
 
 @register_claim("slope_below_one")
-class SlopeBelowOne(Claim):
+class SlopeBelowOne(_PerMember):
     """Memorization leak: held-out slope of prediction vs truth ≤ 1 − tolerance, correlation ≥ min_corr."""
 
     Params = SlopeParams
     kinds = ("regression",)
     default_tolerance = 0.05
+    compares = ("slope", "corr")
 
-    def judge(self, params: SlopeParams, expectation: str, subject: Subject) -> Verdict:
-        refused, ok = usable(self, expectation, subject, ("slope", "corr"))
-        if refused:
-            return refused
-        tol = self.tolerance(params)
-        members = by_member(ok).values()
-        slopes = [mean_of(rs, "slope") for rs in members]
-        corr = min(mean_of(rs, "corr") for rs in members)
+    def read(self, params: SlopeParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        slopes = [s for s, _ in values]
+        corr = min(c for _, c in values)
         low = params.min_slope
         # The member farthest outside [min_slope, 1 − tolerance] is the one reported.
         slope = min(slopes) if low is not None and min(slopes) < low and max(slopes) <= 1 - tol else max(slopes)
         threshold = (f"{low:g} ≤ slope ≤ {1 - tol:g}" if low is not None else f"slope ≤ {1 - tol:g}") + f", corr ≥ {params.min_corr:g}"
         passed = max(slopes) <= 1 - tol and (low is None or min(slopes) >= low) and corr >= params.min_corr
-        return Verdict(expectation, self.name, subject.name, subject.task, slope, threshold, passed,
-                       f"held-out slope vs truth (corr {corr:.3f})")
+        return _Reading(slope, threshold, passed, f"held-out slope vs truth (corr {corr:.3f})")
 
 
 class BoundParams(ClaimParams):
@@ -184,22 +201,21 @@ def _over_seeds(metric: str) -> str:
     return "of the seeds together" if metric in SEED_STATISTICS else "mean over seeds"
 
 
-class _Bound(Claim):
+class _Bound(_PerMember):
     Params = BoundParams
     metrics = tuple(METRICS) + tuple(PER_FACTOR) + tuple(SEED_STATISTICS)  # a per-factor metric is base.factor (factor_slope.scale)
     sign = 1.0  # +1: must be ≥ bound; −1: must be ≤ bound
 
-    def judge(self, params: BoundParams, expectation: str, subject: Subject) -> Verdict:
-        bad, ok, per_member = _per_member(self, expectation, subject, params.metric)
-        if bad:
-            return bad
-        tol = self.tolerance(params)
-        means = [m for (m,) in per_member]
+    def compared(self, params: BoundParams, ok: list[Record]) -> tuple[str, ...]:
+        return (params.metric,)
+
+    def read(self, params: BoundParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        means = [m for (m,) in values]
         worst = min(means) if self.sign > 0 else max(means)
         passed = worst >= params.bound - tol if self.sign > 0 else worst <= params.bound + tol
         op = "≥" if self.sign > 0 else "≤"
-        return Verdict(expectation, self.name, subject.name, subject.task, worst, f"{params.metric} {op} {params.bound:g}"
-                       + (f" (± {tol:g})" if tol else ""), passed, f"{params.metric}, {_over_seeds(params.metric)}, worst of {_n(ok)}")
+        return _Reading(worst, f"{params.metric} {op} {params.bound:g}" + (f" (± {tol:g})" if tol else ""), passed,
+                       f"{params.metric}, {_over_seeds(params.metric)}, worst of {_n(ok)}")
 
 
 @register_claim("above")
@@ -222,21 +238,20 @@ class NearParams(ClaimParams):
 
 
 @register_claim("near")
-class Near(Claim):
+class Near(_PerMember):
     """A metric (mean over seeds) within `tolerance` of `target`, for every member: two-sided, unlike `above`/`below`."""
 
     Params = NearParams
     metrics = tuple(METRICS) + tuple(PER_FACTOR) + tuple(SEED_STATISTICS)
     default_tolerance = 0.05
 
-    def judge(self, params: NearParams, expectation: str, subject: Subject) -> Verdict:
-        bad, ok, per_member = _per_member(self, expectation, subject, params.metric)
-        if bad:
-            return bad
-        tol = self.tolerance(params)
-        val = max((m for (m,) in per_member), key=lambda v: abs(v - params.target))
-        return Verdict(expectation, self.name, subject.name, subject.task, val, f"|{params.metric} − {params.target:g}| ≤ {tol:g}",
-                       abs(val - params.target) <= tol, f"{params.metric}, {_over_seeds(params.metric)}, farthest of {_n(ok)}")
+    def compared(self, params: NearParams, ok: list[Record]) -> tuple[str, ...]:
+        return (params.metric,)
+
+    def read(self, params: NearParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        val = max((m for (m,) in values), key=lambda v: abs(v - params.target))
+        return _Reading(val, f"|{params.metric} − {params.target:g}| ≤ {tol:g}", abs(val - params.target) <= tol,
+                       f"{params.metric}, {_over_seeds(params.metric)}, farthest of {_n(ok)}")
 
 
 class NearTheoryParams(ClaimParams):
@@ -246,22 +261,21 @@ class NearTheoryParams(ClaimParams):
 
 
 @register_claim("near_theory")
-class NearTheory(Claim):
+class NearTheory(_PerMember):
     """A metric (mean over seeds) within `tolerance` of the same metric of the model's own kernel theory, for every member."""
 
     Params = NearTheoryParams
     metrics = tuple(m for m in METRICS if theory_partner(m))
     default_tolerance = 0.03
 
-    def judge(self, params: NearTheoryParams, expectation: str, subject: Subject) -> Verdict:
+    def compared(self, params: NearTheoryParams, ok: list[Record]) -> tuple[str, ...]:
+        return params.metric, theory_partner(params.metric) or ""
+
+    def read(self, params: NearTheoryParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
         partner = theory_partner(params.metric) or ""
-        bad, _, pairs = _per_member(self, expectation, subject, params.metric, partner)
-        if bad:
-            return bad
-        tol = self.tolerance(params)
-        model, theory = max(pairs, key=lambda p: abs(p[0] - p[1]))
-        return Verdict(expectation, self.name, subject.name, subject.task, model - theory, f"|{params.metric} − {partner}| ≤ {tol:g}",
-                       abs(model - theory) <= tol, f"{params.metric} {model:.3f} vs its theory's {theory:.3f} (mean over seeds)")
+        model, theory = max(values, key=lambda p: abs(p[0] - p[1]))
+        return _Reading(model - theory, f"|{params.metric} − {partner}| ≤ {tol:g}", abs(model - theory) <= tol,
+                       f"{params.metric} {model:.3f} vs its theory's {theory:.3f} (mean over seeds)")
 
 
 class RelativeParams(ClaimParams):
@@ -273,7 +287,7 @@ class RelativeParams(ClaimParams):
 
 
 @register_claim("below_ratio")
-class BelowRatio(Claim):
+class BelowRatio(_PerMember):
     """A metric at most `ratio` times a reference metric of the same model and task (means over seeds, every member).
 
     Measured as metric − ratio × reference, so a reference near 0 cannot blow the value up.
@@ -289,15 +303,13 @@ class BelowRatio(Claim):
             return [("reference", f"unknown metric {params.reference!r}")]
         return []
 
-    def judge(self, params: RelativeParams, expectation: str, subject: Subject) -> Verdict:
-        bad, _, pairs = _per_member(self, expectation, subject, params.metric, params.reference)
-        if bad:
-            return bad
-        tol = self.tolerance(params)
-        a, b = max(pairs, key=lambda p: p[0] - params.ratio * p[1])
+    def compared(self, params: RelativeParams, ok: list[Record]) -> tuple[str, ...]:
+        return params.metric, params.reference
+
+    def read(self, params: RelativeParams, ok: list[Record], values: list[tuple[float, ...]], tol: float) -> _Reading:
+        a, b = max(values, key=lambda p: p[0] - params.ratio * p[1])
         gap = a - params.ratio * b
-        return Verdict(expectation, self.name, subject.name, subject.task, gap,
-                       f"{params.metric} − {params.ratio:g}·{params.reference} ≤ {tol:g}", gap <= tol,
+        return _Reading(gap, f"{params.metric} − {params.ratio:g}·{params.reference} ≤ {tol:g}", gap <= tol,
                        f"{params.metric} {a:.3f}, {params.reference} {b:.3f} (means over seeds)")
 
 

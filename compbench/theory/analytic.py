@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
+from typing import ParamSpec
 
 import numpy as np
 
 from compbench.thread_scope import one_thread
+
+_P = ParamSpec("_P")
 
 __all__ = ["relu_kernels", "relu_nngp", "relu_ntk", "standard_mlp_ntk"]
 
@@ -174,28 +178,24 @@ def relu_kernels(
     return _blocked_pair(x_a, x_b, block)
 
 
-@one_thread
-def relu_nngp(
-    x_a: np.ndarray,
-    x_b: np.ndarray | None = None,
-    depth: int = 1,
-    sigma_w2: float = 2.0,
-    sigma_b2: float = 0.0,
-) -> np.ndarray:
-    """NNGP kernel Σ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers (see relu_kernels)."""
-    return relu_kernels(x_a, x_b, depth, sigma_w2, sigma_b2)[0]
+def _one_of(kernels: Callable[_P, tuple[np.ndarray, np.ndarray]], index: int, name: str, doc: str) -> Callable[_P, np.ndarray]:
+    """The kernel at `index` of what `kernels` returns, as a function with `kernels`' signature."""
+
+    def one(*args: _P.args, **kwargs: _P.kwargs) -> np.ndarray:
+        return kernels(*args, **kwargs)[index]
+
+    one.__name__ = one.__qualname__ = name
+    one.__doc__ = doc
+    # help() and inspect show the parameters, not *args (one is no wrapper of `kernels`: it returns one of its kernels)
+    one.__signature__ = inspect.signature(kernels).replace(return_annotation="np.ndarray")  # type: ignore[attr-defined]
+    return one
 
 
-@one_thread
-def relu_ntk(
-    x_a: np.ndarray,
-    x_b: np.ndarray | None = None,
-    depth: int = 1,
-    sigma_w2: float = 2.0,
-    sigma_b2: float = 0.0,
-) -> np.ndarray:
-    """NTK Θ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers (see relu_kernels)."""
-    return relu_kernels(x_a, x_b, depth, sigma_w2, sigma_b2)[1]
+# Both halves of one recursion: a caller wanting one kernel gets relu_kernels' signature and its arithmetic.
+relu_nngp = _one_of(relu_kernels, 0, "relu_nngp",
+                    "NNGP kernel Σ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers (see relu_kernels).")
+relu_ntk = _one_of(relu_kernels, 1, "relu_ntk",
+                   "NTK Θ^depth of an NTK-parameterised ReLU MLP with `depth` hidden layers (see relu_kernels).")
 
 
 @one_thread

@@ -26,7 +26,7 @@ import torch
 from compbench.losses import CLASS_LOSSES
 
 __all__ = ["CLASS_LOSSES", "LOSSES", "MinibatchResult", "batches", "check_targets", "epoch_budget", "loss_fn", "make_optimizer", "predict", "shaped_output",
-           "train_minibatch"]
+           "TrainOptions", "train_minibatch"]
 
 LOSSES = ("mse", "logistic", "cross_entropy", "categorical_hinge")
 
@@ -139,22 +139,30 @@ def make_optimizer(params: list[torch.Tensor], optimizer: str, lr: float, moment
     raise ValueError(f"unknown optimizer {optimizer!r} (sgd or adam)")
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """A minibatch training recipe, all but the seed: the same for one network (`train_minibatch`) and for the
+    seeds trained together (`train_stacked_convnet`, `train_stacked`), so a stack trains each seed as alone."""
+
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    lr: float = 1e-3
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    epochs: int = 100
+    batch_size: int = 128
+    loss: Literal["mse", "logistic", "cross_entropy", "categorical_hinge"] = "mse"
+    loss_tol: float = 0.0
+    amp: bool = True
+    steps: int | None = None  # a budget of optimizer steps in all, replacing `epochs`
+
+
 def train_minibatch(
     model: torch.nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
+    options: TrainOptions = TrainOptions(),
     *,
-    optimizer: Literal["sgd", "adam"] = "sgd",
-    lr: float = 1e-3,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    epochs: int = 100,
-    batch_size: int = 128,
-    loss: Literal["mse", "logistic", "cross_entropy", "categorical_hinge"] = "mse",
-    loss_tol: float = 0.0,
     seed: int = 0,
-    amp: bool = True,
-    steps: int | None = None,
 ) -> MinibatchResult:
     """Train `model` in place on (x, y); x and y on the model's device.
 
@@ -165,23 +173,23 @@ def train_minibatch(
     """
     start = time.perf_counter()
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
+    opt = make_optimizer(params, options.optimizer, options.lr, options.momentum, options.weight_decay)
     gen = torch.Generator().manual_seed(int(seed))
-    autocast, scaler = _autocast(x.device, amp)
-    y = check_targets(loss, y)
+    autocast, scaler = _autocast(x.device, options.amp)
+    y = check_targets(options.loss, y)
     n = x.shape[0]
     history: list[float] = []
     n_steps, converged, diverged = 0, False, False
     model.train()
-    for _ in range(epoch_budget(n, batch_size, epochs, steps)):
+    for _ in range(epoch_budget(n, options.batch_size, options.epochs, options.steps)):
         total, seen = 0.0, 0
-        for idx in batches(n, batch_size, gen):
-            if steps is not None and n_steps >= steps:
+        for idx in batches(n, options.batch_size, gen):
+            if options.steps is not None and n_steps >= options.steps:
                 break
             idx = idx.to(x.device)
             with autocast:
                 out = model(x[idx])
-            batch_loss = loss_fn(loss, shaped_output(loss, out, y[idx]), y[idx])
+            batch_loss = loss_fn(options.loss, shaped_output(options.loss, out, y[idx]), y[idx])
             if not torch.isfinite(batch_loss):
                 diverged = True
                 break
@@ -200,7 +208,7 @@ def train_minibatch(
             history.append(float("nan"))
             break
         history.append(total / seen)
-        if history[-1] < loss_tol:
+        if history[-1] < options.loss_tol:
             converged = True
             break
     model.eval()

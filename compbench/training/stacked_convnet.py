@@ -36,14 +36,13 @@ import math
 import time
 from collections.abc import Sequence
 from functools import partial
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from compbench.training.minibatch import (
-    MinibatchResult, _autocast, batches, check_targets, epoch_budget, loss_fn, make_optimizer, shaped_output,
+    MinibatchResult, TrainOptions, _autocast, batches, check_targets, epoch_budget, loss_fn, make_optimizer, shaped_output,
 )
 
 __all__ = ["StackedConvNet", "train_stacked_convnet"]
@@ -390,25 +389,16 @@ def train_stacked_convnet(
     model: StackedConvNet,
     x: torch.Tensor,
     y: torch.Tensor,
+    options: TrainOptions = TrainOptions(),
     *,
     seeds: Sequence[int],
-    optimizer: Literal["sgd", "adam"] = "sgd",
-    lr: float = 1e-3,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    epochs: int = 100,
-    batch_size: int = 128,
-    loss: Literal["mse", "logistic", "cross_entropy", "categorical_hinge"] = "mse",
-    loss_tol: float = 0.0,
-    amp: bool = True,
-    steps: int | None = None,
     lrs: Sequence[float] | None = None,
 ) -> list[MinibatchResult]:
     """Train every member in place as `train_minibatch(member i, x, y, seed=seeds[i], …)` would.
 
     Targets as `train_minibatch`: (n,), (n, K) for vector MSE, integer classes (n,) for the class losses;
     `steps` replaces `epochs` by a budget of optimizer steps (the same for every member). `lrs` gives
-    each member its own SGD learning rate (`lr` is then unused). One result per member; its
+    each member its own SGD learning rate (`options.lr` is then unused). One result per member; its
     `seconds` is the wall time of the stacked run until that member stopped.
     """
     start = time.perf_counter()
@@ -416,15 +406,15 @@ def train_stacked_convnet(
     if len(seeds) != k:
         raise ValueError(f"{k} members but {len(seeds)} seeds")
     params = [p for p in model.parameters() if p.requires_grad]
-    rates = _member_rates(lrs, k, optimizer, x.device)
+    rates = _member_rates(lrs, k, options.optimizer, x.device)
     if rates is None:
-        opt = make_optimizer(params, optimizer, lr, momentum, weight_decay)
+        opt = make_optimizer(params, options.optimizer, options.lr, options.momentum, options.weight_decay)
     else:  # the rates and the weight decay go into the gradients: see _scale_gradients
-        opt = make_optimizer(params, optimizer, 1.0, momentum, 0.0)
+        opt = make_optimizer(params, options.optimizer, 1.0, options.momentum, 0.0)
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-    autocast, scaler = _autocast(x.device, amp)
-    member_loss = torch.vmap(partial(loss_fn, loss))  # loss_fn itself, per member: same values as alone
-    y = check_targets(loss, y)
+    autocast, scaler = _autocast(x.device, options.amp)
+    member_loss = torch.vmap(partial(loss_fn, options.loss))  # loss_fn itself, per member: same values as alone
+    y = check_targets(options.loss, y)
     n = x.shape[0]
     history: list[list[float]] = [[] for _ in range(k)]
     n_steps = [0] * k
@@ -447,27 +437,27 @@ def train_stacked_convnet(
     reference = None
     if model.static_reference:
         with autocast:
-            reference = model.reference_outputs(x, max(batch_size, 1))
+            reference = model.reference_outputs(x, max(options.batch_size, 1))
     everyone = torch.arange(k, device=x.device)
 
     def rows_of(running: torch.Tensor | None) -> torch.Tensor:
         return (everyone if running is None else running).unsqueeze(1)
 
-    for _ in range(epoch_budget(n, batch_size, epochs, steps)):
+    for _ in range(epoch_budget(n, options.batch_size, options.epochs, options.steps)):
         if not active:
             break
-        plan = {i: batches(n, batch_size, gens[i]) for i in active}
+        plan = {i: batches(n, options.batch_size, gens[i]) for i in active}
         total = {i: 0.0 for i in active}
         seen = 0  # samples of this epoch so far (every running member has seen as many)
         for j in range(len(plan[active[0]])):
-            if not active or (steps is not None and n_steps[active[0]] >= steps):
+            if not active or (options.steps is not None and n_steps[active[0]] >= options.steps):
                 break
             idx = torch.stack([plan[i][j] for i in active]).to(x.device)  # (k_a, B)
             with autocast:
                 ref = None if reference is None else reference[rows_of(members), idx]
                 out = model(x[idx], members, ref)
             target = y[idx]
-            per = member_loss(shaped_output(loss, out, target), target)
+            per = member_loss(shaped_output(options.loss, out, target), target)
             values = per.detach().tolist()
             bad = [a for a, v in enumerate(values) if not math.isfinite(v)]
             if bad:
@@ -498,7 +488,7 @@ def train_stacked_convnet(
             if rates is not None:
                 if scaler is not None:
                     scaler.unscale_(opt)
-                _scale_gradients(params, rates, weight_decay)
+                _scale_gradients(params, rates, options.weight_decay)
             if scaler is not None:
                 scaler.step(opt)
                 scaler.update()
@@ -510,7 +500,7 @@ def train_stacked_convnet(
             seen += idx.shape[1]
         for i in list(active):
             history[i].append(total[i] / seen)
-            if history[i][-1] < loss_tol:
+            if history[i][-1] < options.loss_tol:
                 converged[i] = True
                 stop(i)
     for i in list(active):

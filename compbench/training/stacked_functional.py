@@ -23,7 +23,7 @@ import time
 import torch
 
 from compbench.errors import CompbenchError
-from compbench.training.minibatch import MinibatchResult, batches, check_targets, epoch_budget, loss_fn, make_optimizer, shaped_output
+from compbench.training.minibatch import MinibatchResult, TrainOptions, batches, check_targets, epoch_budget, loss_fn, make_optimizer, shaped_output
 
 __all__ = ["CannotStack", "train_stacked"]
 
@@ -50,24 +50,14 @@ def train_stacked(
     x: torch.Tensor,
     y: torch.Tensor,
     seeds: list[int],
-    *,
-    optimizer: str = "sgd",
-    lr: float = 1e-3,
-    momentum: float = 0.0,
-    weight_decay: float = 0.0,
-    epochs: int = 100,
-    batch_size: int = 128,
-    loss: str = "mse",
-    loss_tol: float = 0.0,
-    amp: bool = True,
-    steps: int | None = None,
+    options: TrainOptions = TrainOptions(),
 ) -> list[MinibatchResult]:
     """Train `nets` (one per seed, same architecture) in place, as `train_minibatch` would one by one."""
     from torch.func import functional_call
 
     if len(nets) != len(seeds) or not nets:
         raise ValueError("one network per seed")
-    if amp and x.device.type == "cuda":
+    if options.amp and x.device.type == "cuda":
         raise CannotStack("mixed precision on CUDA trains one seed at a time")
     if any(True for _ in nets[0].buffers()):
         raise CannotStack("the network has buffers (e.g. BatchNorm running statistics)")
@@ -76,16 +66,16 @@ def train_stacked(
     params = _stack(nets)
     proto = copy.deepcopy(nets[0])
     trainable = [p for p in params.values() if p.requires_grad]
-    opt = make_optimizer(trainable, optimizer, lr, momentum, weight_decay)
+    opt = make_optimizer(trainable, options.optimizer, options.lr, options.momentum, options.weight_decay)
     gens = [torch.Generator().manual_seed(int(s)) for s in seeds]
-    y = check_targets(loss, y)
+    y = check_targets(options.loss, y)
     n = x.shape[0]
 
     def member_out(p: dict[str, torch.Tensor], xb: torch.Tensor) -> torch.Tensor:
         return functional_call(proto, p, (xb,))
 
     def member_loss(out: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        return loss_fn(loss, shaped_output(loss, out, yb), yb)
+        return loss_fn(options.loss, shaped_output(options.loss, out, yb), yb)
 
     run = torch.vmap(member_out, in_dims=(0, 0), randomness="error")
     losses_of = torch.vmap(member_loss, in_dims=(0, 0))
@@ -100,14 +90,14 @@ def train_stacked(
         frozen[i] = {name: t[i].detach().clone() for name, t in params.items()}
 
     proto.train()
-    budget = epoch_budget(n, batch_size, epochs, steps)
+    budget = epoch_budget(n, options.batch_size, options.epochs, options.steps)
     for _ in range(budget):
         if not any(active):
             break
-        epoch = [batches(n, batch_size, g) for g in gens]
+        epoch = [batches(n, options.batch_size, g) for g in gens]
         total, seen = [0.0] * k, [0] * k
         for j in range(len(epoch[0])):
-            if steps is not None and max(n_steps) >= steps:
+            if options.steps is not None and max(n_steps) >= options.steps:
                 break
             idx = torch.stack([epoch[i][j] for i in range(k)]).to(x.device)  # (k, B): the sizes depend on n only
             try:
@@ -138,7 +128,7 @@ def train_stacked(
         for i in range(k):
             if active[i] and seen[i]:
                 history[i].append(total[i] / seen[i])
-                if history[i][-1] < loss_tol:
+                if history[i][-1] < options.loss_tol:
                     converged[i] = True
                     stop(i)
     seconds = time.perf_counter() - start

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from compbench.adapters.convnet import ConvNetAdapter, ConvNetParams
-from compbench.training.minibatch import train_minibatch
+from compbench.training.minibatch import TrainOptions, train_minibatch
 from compbench.training.stacked_convnet import StackedConvNet, train_stacked_convnet
 
 SEEDS, SHAPE, N = list(range(8)), (1, 8, 16), 128
@@ -29,13 +29,13 @@ def data():
 def sequential(x, y):
     """The per-seed path of NetworkAdapter.fit_seeds: one network and optimizer per seed, in turn."""
     for seed in SEEDS:
-        train_minibatch(ADAPTER._init(seed, SHAPE), x, y, seed=seed, **OPTIONS)
+        train_minibatch(ADAPTER._init(seed, SHAPE), x, y, seed=seed, options=TrainOptions(**OPTIONS))
 
 
 def stacked(x, y):
     """compbench's convnet path: the 8 seeds as one grouped model."""
     model = StackedConvNet([ADAPTER._init(seed, SHAPE).net for seed in SEEDS])
-    train_stacked_convnet(model, x, y, seeds=SEEDS, **OPTIONS)
+    train_stacked_convnet(model, x, y, seeds=SEEDS, options=TrainOptions(**OPTIONS))
 
 
 @pytest.mark.benchmark(group="convnet-8-seeds")
