@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import itertools
 import math
 import re
@@ -178,16 +179,23 @@ def _plain(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def set_path(params: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set `params[a][b][0] = value` for 'a.b.0'; KeyError says what is wrong with the path."""
+@functools.lru_cache(maxsize=256)
+def _path_keys(dotted: str) -> tuple[tuple[str, Any], ...]:
+    """Each segment of a sweep path and the key it is (a list index as an int); parsed once for all of a sweep's members."""
     parts = dotted.split(".")
     bad = [p for p in parts if not _SEGMENT.fullmatch(p)]
     if bad:
         raise KeyError(f"path segment {bad[0]!r} is neither a name (letters, digits, _) nor a list index")
+    return tuple((part, int(part) if part.isdigit() else part) for part in parts)
+
+
+def set_path(params: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `params[a][b][0] = value` for 'a.b.0'; KeyError says what is wrong with the path."""
+    keys = _path_keys(dotted)
+    parts = dotted.split(".")  # the path as written, for the messages
     target: Any = params
-    for i, part in enumerate(parts):
-        key: Any = int(part) if part.isdigit() else part
-        last = i == len(parts) - 1
+    for i, (part, key) in enumerate(keys):
+        last = i == len(keys) - 1
         if isinstance(target, list):
             if not isinstance(key, int) or not 0 <= key < len(target):
                 raise KeyError(f"index {part!r} is not in the list at {'.'.join(parts[:i]) or 'params'}")
