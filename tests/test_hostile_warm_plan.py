@@ -8,6 +8,7 @@ import cProfile
 import fnmatch
 import pstats
 import re
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -208,3 +209,21 @@ def test_a_warm_run_loads_expands_and_judges_once(warm_sweep):
     assert _calls(profile, "outcome/__init__.py", "judge") == 1
     assert _calls(profile, "outcome/expectations.py", "evaluate_expectations") == 1
     assert _calls(profile, "claims/builtin.py", "judge_all") == 1  # the one cross-cell expectation, judged once
+
+
+GOLDEN = Path(__file__).parent / "golden" / "warm-sweep"  # written by compbench e129547, before #34's warm-run changes
+
+
+def _without_run_facts(leaderboard: str) -> str:
+    """The leaderboard less its Run summary (date, commit, wall time, cells run or cached: this run's own facts)."""
+    return re.sub(r"## Run summary\n.*?(?=\n## )", "", leaderboard, flags=re.S)
+
+
+def test_a_warm_run_reports_what_it_reported_before_the_per_group_judging(warm_sweep):
+    suite, out = warm_sweep
+    shutil.rmtree(out / ".report")  # every writer writes again, from this code's outcome (no digest cache to skip them)
+    r = cli("run", "--suite", str(suite), "--results", str(out), "--quiet")
+    assert r.rc == 0 and "0 cells run, 20 reused" in r.out and "expectations 5/7 pass (2 known failures)" in r.out, r.text
+    assert (out / "expectations.csv").read_bytes() == (GOLDEN / "expectations.csv").read_bytes()
+    assert _without_run_facts((out / "leaderboard.md").read_text(encoding="utf-8")) == \
+        (GOLDEN / "leaderboard.md").read_text(encoding="utf-8")
