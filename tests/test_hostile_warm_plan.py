@@ -227,3 +227,15 @@ def test_a_warm_run_reports_what_it_reported_before_the_per_group_judging(warm_s
     assert (out / "expectations.csv").read_bytes() == (GOLDEN / "expectations.csv").read_bytes()
     assert _without_run_facts((out / "leaderboard.md").read_text(encoding="utf-8")) == \
         (GOLDEN / "leaderboard.md").read_text(encoding="utf-8")
+
+
+def test_a_report_of_a_whole_store_expands_the_jobs_once(warm_sweep, tmp_path):
+    # `compbench report` expanded the suite's jobs for its plan, again for the store's view, and again for every other
+    # device (the cuda keys), though every cell was found under the last run's device: kernel-limits' 15,000 jobs 3 times.
+    suite, out = warm_sweep
+    profile = cProfile.Profile()
+    r = profile.runcall(cli, "report", "--suite", str(suite), "--results", str(out), "--report-dir", str(tmp_path / "rep"),
+                        "--quiet")
+    assert r.rc == 0 and "sweep: 20 cells (16 ok, 4 skipped); expectations 5/7 pass (2 known failures)" in r.out, r.text
+    assert _calls(profile, "runner/cells.py", "expand_jobs") == 1
+    assert (tmp_path / "rep" / "expectations.csv").read_bytes() == (GOLDEN / "expectations.csv").read_bytes()
