@@ -201,6 +201,7 @@ class _KeyMaker:
         self.models: dict[int, tuple[str, str]] = {}
         self.tasks: dict[tuple[str, str], tuple[str, str]] = {}
         self.adapters: dict[str, str] = {}  # adapter → its name in a key (a registry look-up per model otherwise)
+        self.seeds: dict[tuple[type, int], str] = {}  # a seed's JSON, by type too: True == 1, but dumps to "true"
 
     def keys(self, task: TaskEntry, model: ModelSpec, seeds: tuple[int, ...]) -> tuple[str, ...]:
         """The cache keys of `model` on `task` for each seed."""
@@ -218,7 +219,11 @@ class _KeyMaker:
         head = (f'{{"adapter": {adapter}, "device": {self.device}, "params": {params}, '
                 f'"schema": {KEY_SCHEMA}, "seed": ')
         tail = f', "task": {task_text}}}'
-        return tuple(hashlib.sha256(f"{head}{json.dumps(seed)}{tail}".encode()).hexdigest()[:20] for seed in seeds)
+        texts = self.seeds
+        for seed in seeds:
+            if (type(seed), seed) not in texts:
+                texts[(type(seed), seed)] = json.dumps(seed)
+        return tuple(hashlib.sha256(f"{head}{texts[(type(seed), seed)]}{tail}".encode()).hexdigest()[:20] for seed in seeds)
 
 
 def expand_jobs(loaded: LoadedSuite, tasks: dict[str, PreparedTask], device: str) -> list[Job]:
