@@ -319,9 +319,13 @@ def report(plan: Plan, result: RunResult | None = None, skipped: list[str] | Non
 def stored(plan: Plan) -> SuiteOutcome:
     """The outcome of the plan's suite (the whole one, added models included) as its store holds it: read through a
     read-only view of the store (runner.stored.StoreView), nothing runs."""
-    from compbench.outcome import stored_outcome
+    from compbench.outcome import report_devices, stored_outcome
 
-    return stored_outcome(plan.whole, plan.out_dir, profile=plan.request.profile, partial=plan.partial, tasks=plan.tasks)
+    devices = report_devices(plan.out_dir)
+    # A report's plan expanded the whole suite's jobs on the device the store's last run used: not expanded again.
+    mine = plan.request.stored_only and not plan.partial and plan.device == devices[0]
+    return stored_outcome(plan.whole, plan.out_dir, profile=plan.request.profile, partial=plan.partial, tasks=plan.tasks,
+                          devices=devices, jobs=plan.jobs if mine else None)
 
 
 def shown(plan: Plan, result: RunResult, whole: SuiteOutcome | None = None) -> tuple[LoadedSuite, list[CellRecord]]:

@@ -91,6 +91,33 @@ def kernel_suite(name: str, *claims: str, seeds: int = 1, relu: bool = True) -> 
                       "  - {id: te, family: transitive_equivalence}", "models:", *models, "expectations:",
                       *(f"  - {_CLAIMS[c]}" for c in claims)]) + "\n"
 
+def sweep_suite(n: int) -> str:
+    """kernel-limits in small: an n × n sweep of SVM overlap kernels (skip_invalid) and a ReLU-NTK kernel on two CD tasks,
+    with a cross-cell claim on the sweep, a per-cell claim by tag and a known failure (#34's warm-run tests)."""
+    return f"""\
+name: sweep
+seeds: 1
+tasks:
+  - {{id: cd-1, family: context_dependence, params: {{preset: CD-1}}}}
+  - {{id: cd-2, family: context_dependence, params: {{preset: CD-2}}}}
+models:
+  - id: sw
+    adapter: kernel
+    params: {{kernel: overlap, weights: [0.0, 0.0, 0.0, 1.0], relative: {{1: 0.0}}, objective: svm}}
+    sweep: {{weights.2: {{linspace: [0.0, 0.6, {n}]}}, relative.1: {{linspace: [0.0, 0.5, {n}]}}}}
+    skip_invalid: true
+  - {{id: k, adapter: kernel, params: {{kernel: relu_ntk}}}}
+expectations:
+  - {{id: order, source: {{paper: compbench, threshold: a test fixture}}, claim: ordered, models: [sw], tasks: [cd-1, cd-2],
+     metric: heldout_acc, statistic: count_perfect, tolerance: -1.0}}
+  - {{id: exact, source: {{paper: compbench, threshold: a test fixture}}, claim: matches_kernel, models: ["@kernels"],
+     tasks: ["*"], tolerance: 1.0e-6}}
+  - {{id: impossible, source: {{paper: compbench, threshold: a test fixture}}, claim: beats_kernel, models: [k],
+     tasks: [cd-1, cd-2], known_failure: [{{profiles: [default], models: [k], tasks: ["cd-*"],
+     reason: a kernel is its own theory, measured: [-0.1, 0.1]}}]}}
+"""
+
+
 # Seed spread against the NTK-GP (seed_var_ratio): symbolic addition on values in [−1, 1] (small targets keep the
 # finite-width NTK part of the spread, ∝ y²/H, small at H = 512), 40 seeds; an uncentred lazy MLP (its theory
 # predicts the spread), a centred one (its theory predicts none), a rich one (it leaves its theory), and an uncentred

@@ -170,28 +170,36 @@ def judge(loaded: LoadedSuite, jobs: list[Job], found: Sequence[Mapping[str, Cel
 
 
 def stored_outcome(loaded: LoadedSuite, out_dir: Path, *, profile: str | None = None, partial: bool = False,
-                   devices: list[str] | None = None, tasks: Mapping[str, Any] | None = None) -> SuiteOutcome:
+                   devices: list[str] | None = None, tasks: Mapping[str, Any] | None = None,
+                   jobs: Sequence[Job] | None = None) -> SuiteOutcome:
     """The outcome of the suite over what `out_dir`'s store holds (no training).
 
     Each job's cells are looked up under the device of the last run first, then the others; a
     record written by compbench 0.1.0 (record schema 1, whose keys hashed its code) is matched by
-    suite, task, model, seed and device, and shown as stale.
+    suite, task, model, seed and device, and shown as stale. `jobs`: the suite's jobs on that first device, when
+    expanded already (compbench.session's plan); another device's are expanded only if a cell is not found on it.
     """
     from compbench.runner.cells import expand_jobs
     from compbench.runner.stored import StoreView
 
     devices = devices or report_devices(out_dir)
-    runner = StoreView(loaded, out_dir, devices[0], tasks=tasks)  # read only; `tasks`: built already, by id
+    runner = StoreView(loaded, out_dir, devices[0], tasks=tasks, jobs=jobs)  # read only; `tasks`: built already, by id
     try:
         store = runner.cache  # the runner's own copy: a record rescored below replaces its entry, not a second read
         legacy = {(r.suite, r.task, r.model, r.seed, r.device): r for r in store.values() if r.code is None}
-        candidates = [runner.jobs, *(expand_jobs(loaded, runner.tasks, d) for d in devices[1:])]
+        expanded: dict[str, list[Job]] = {devices[0]: runner.jobs}
+
+        def jobs_on(device: str) -> list[Job]:
+            if device not in expanded:  # thousands of keys hashed: only when a cell is missing on the devices before
+                expanded[device] = expand_jobs(loaded, runner.tasks, device)
+            return expanded[device]
+
         found: list[dict[str, CellRecord]] = []
         chosen: list[Job] = []
         for i, job in enumerate(runner.jobs):
             pick, labelled = job, {}
-            for jobs_d, device in zip(candidates, devices):
-                j = jobs_d[i]
+            for device in devices:
+                j = jobs_on(device)[i]
                 hits = {k: runner.current(j, store[k]) for k in j.keys if k in store}
                 for seed, k in zip(j.seeds, j.keys):
                     old = legacy.get((loaded.name, j.task.entry.id, j.model.id, seed, device))

@@ -11,6 +11,7 @@ from compbench.claims import Verdict, get_claim
 from compbench.claims.base import Subject
 from compbench.records import CellRecord, as_records
 from compbench.suite import Expectation, matches_model
+from compbench.suite.expand import MemberIndex
 
 __all__ = ["Verdict", "evaluate_expectations"]
 
@@ -45,29 +46,22 @@ def evaluate_expectations(
     asked: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     for model, group, task, n in expected or ():
         asked[(group, task)].append((model, n))
-    # Thousands of records share a few thousand models and a dozen tasks: each (model, pattern)
-    # and (task, pattern) is matched once, not once per record.
-    model_hits: dict[tuple[str, str, str], bool] = {}
+    # Thousands of records share a few thousand models of a few sweep groups and a dozen tasks: patterns are matched
+    # per group (a sweep selected by its name is taken whole) and each (task, pattern) once, not once per record.
+    members = MemberIndex([*((r.model, r.group, tags.get(r.model, ())) for r in records),
+                           *((m, g, tags.get(m, ())) for (g, _), ms in asked.items() for m, _ in ms)])
     task_hits: dict[tuple[str, str], bool] = {}
 
-    def selects_model(model: str, group: str, pattern: str) -> bool:
-        key = (model, group, pattern)
-        hit = model_hits.get(key)
-        if hit is None:
-            hit = model_hits[key] = matches_model(model, group, tags.get(model, set()), [pattern])
-        return hit
-
     def selects(r: CellRecord, pattern: str) -> bool:
-        return selects_model(r.model, r.group, pattern)
+        return members.selects(r.model, r.group, pattern)
 
     def task_selected(task: str, patterns: list[str]) -> bool:
         return any(_task_hit(task_hits, task, p) for p in patterns)
 
-    # Records by model (and sweep group), then task, with their positions: an expectation picks whole members and
-    # tasks, not each of thousands of records, and its groups keep the records' order.
-    by_member: dict[tuple[str, str], dict[str, list[tuple[int, CellRecord]]]] = defaultdict(lambda: defaultdict(list))
-    for n, r in enumerate(records):
-        by_member[(r.model, r.group)][r.task].append((n, r))
+    # Records by (sweep group, task), in their order: an expectation takes a selected group's records whole.
+    by_group_task: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
+    for r in records:
+        by_group_task[(r.group, r.task)].append(r)
 
     verdicts: list[Verdict] = []
     for i, exp in enumerate(expectations):
@@ -79,26 +73,21 @@ def evaluate_expectations(
                 continue  # part of what it compares did not run (--model, --task): not judged, not failed
             verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
             continue
-        picked: dict[tuple[str, str], list[tuple[int, CellRecord]]] = defaultdict(list)
-        chosen: dict[tuple[str, str], bool] = {}  # (model, group) → selected by this expectation
-        for member, by_task in by_member.items():
-            ok = chosen[member] = any(selects_model(*member, p) for p in exp.models)
-            if ok:
-                for task, numbered_recs in by_task.items():
-                    if task_selected(task, exp.tasks):
-                        picked[(member[1], task)].extend(numbered_recs)
-        groups: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
-        for subject_task, numbered in picked.items():
-            groups[subject_task] = [r for _, r in sorted(numbered, key=lambda nr: nr[0])]
+        chosen = members.selected(exp.models)  # group → the members selected (None: all of them)
+        groups: dict[tuple[str, str], list[CellRecord]] = {}
+        for (group, task), recs in by_group_task.items():
+            if group in chosen and task_selected(task, exp.tasks):
+                ids = chosen[group]
+                picked = recs if ids is None else [r for r in recs if r.model in ids]
+                if picked:
+                    groups[(group, task)] = picked
         wanted: dict[tuple[str, str], int] = defaultdict(int)  # (group, task) → cells the suite asks for
-        for (group, task), members in asked.items():
-            if not task_selected(task, exp.tasks):
+        for (group, task), asked_members in asked.items():
+            if group not in chosen or not task_selected(task, exp.tasks):
                 continue
-            for model, n in members:
-                hit = chosen.get((model, group))
-                if hit is None:
-                    hit = chosen[(model, group)] = any(selects_model(model, group, p) for p in exp.models)
-                if hit:
+            ids = chosen[group]
+            for model, n in asked_members:
+                if ids is None or model in ids:
                     wanted[(group, task)] += n
         for subject_task in wanted:
             groups.setdefault(subject_task, [])

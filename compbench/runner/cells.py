@@ -200,12 +200,16 @@ class _KeyMaker:
         self.device = json.dumps(device)
         self.models: dict[int, tuple[str, str]] = {}
         self.tasks: dict[tuple[str, str], tuple[str, str]] = {}
+        self.adapters: dict[str, str] = {}  # adapter → its name in a key (a registry look-up per model otherwise)
+        self.seeds: dict[tuple[type, int], str] = {}  # a seed's JSON, by type too: True == 1, but dumps to "true"
 
     def keys(self, task: TaskEntry, model: ModelSpec, seeds: tuple[int, ...]) -> tuple[str, ...]:
         """The cache keys of `model` on `task` for each seed."""
         dump = functools.partial(json.dumps, sort_keys=True, default=str)
         if id(model) not in self.models:
-            self.models[id(model)] = (dump(adapter_identity(model.adapter)), dump(model.params.model_dump(mode="json")))
+            if model.adapter not in self.adapters:
+                self.adapters[model.adapter] = dump(adapter_identity(model.adapter))
+            self.models[id(model)] = (self.adapters[model.adapter], dump(model.params.model_dump(mode="json")))
         adapter, params = self.models[id(model)]
         if (model.adapter, task.id) not in self.tasks:
             definition = _definition(task, model, 0, "", params={})
@@ -215,16 +219,22 @@ class _KeyMaker:
         head = (f'{{"adapter": {adapter}, "device": {self.device}, "params": {params}, '
                 f'"schema": {KEY_SCHEMA}, "seed": ')
         tail = f', "task": {task_text}}}'
-        return tuple(hashlib.sha256(f"{head}{json.dumps(seed)}{tail}".encode()).hexdigest()[:20] for seed in seeds)
+        texts = self.seeds
+        for seed in seeds:
+            if (type(seed), seed) not in texts:
+                texts[(type(seed), seed)] = json.dumps(seed)
+        return tuple(hashlib.sha256(f"{head}{texts[(type(seed), seed)]}{tail}".encode()).hexdigest()[:20] for seed in seeds)
 
 
 def expand_jobs(loaded: LoadedSuite, tasks: dict[str, PreparedTask], device: str) -> list[Job]:
     """All (task, model) jobs of the suite, in suite order."""
     jobs = []
     maker = _KeyMaker(device)
+    codes: dict[tuple[str, str, str], str] = {}  # a few (adapter, family, encoding) for thousands of jobs
     for model in loaded.models:
         for entry in loaded.tasks_for(model):
-            code = code_version(model.adapter, entry.family, entry.encoding_name)
+            what = (model.adapter, entry.family, entry.encoding_name)
+            code = codes[what] if what in codes else codes.setdefault(what, code_version(*what))
             task = tasks[entry.id]
             keys = maker.keys(entry, model, model.seeds)
             if task.per_seed:  # each seed trains on its own draw: a job per seed (no seeds stacked on one input)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import fnmatch
+import functools
 import itertools
 import math
 import re
@@ -53,6 +54,64 @@ def matches_model(model: str, group: str, tags: Iterable[str], patterns: Iterabl
     """Whether a model matches a pattern: `@tag` selects by tag, anything else globs the id or sweep group."""
     tags = set(tags)
     return any(p[1:] in tags if p.startswith("@") else matches(model, [p], group) for p in patterns)
+
+
+class MemberIndex:
+    """Which models patterns select (as `matches_model` decides), answered per sweep group: a pattern that globs a
+    group's name selects all of its members (a sweep's thousands) at once, and each pattern is matched once.
+
+    `members`: (model id, sweep group, tags) of every model asked about; `selects` answers for others too.
+    """
+
+    def __init__(self, members: Iterable[tuple[str, str, Iterable[str]]]) -> None:
+        self.groups: dict[str, dict[str, frozenset[str]]] = {}  # group → {member id: its tags}, in the order given
+        for model, group, tags in members:
+            ids = self.groups.setdefault(group, {})
+            if model not in ids:
+                ids[model] = frozenset(tags)
+        self._hits: dict[str, dict[str, frozenset[str] | None]] = {}
+
+    @classmethod
+    def of_models(cls, models: Iterable[ModelSpec]) -> MemberIndex:
+        """The index of a suite's concrete models."""
+        return cls((m.id, m.group, m.tags) for m in models)
+
+    def selected(self, patterns: Iterable[str]) -> dict[str, frozenset[str] | None]:
+        """Each group (in order) with a member some pattern selects: the ids selected, None when it is every member."""
+        out: dict[str, frozenset[str] | None] = {}
+        for p in patterns:
+            for group, ids in self._of(p).items():
+                if group not in out:
+                    out[group] = ids
+                elif out[group] is not None:
+                    both = None if ids is None else out[group] | ids  # type: ignore[operator]
+                    out[group] = None if both is None or len(both) == len(self.groups[group]) else both
+        return {g: out[g] for g in self.groups if g in out}
+
+    def selects(self, model: str, group: str, pattern: str) -> bool:
+        """Whether the pattern selects this member (`matches_model` with its tags)."""
+        members = self.groups.get(group)
+        if members is None or model not in members:
+            return matches_model(model, group, (), [pattern])
+        hit = self._of(pattern)
+        return group in hit and (hit[group] is None or model in hit[group])  # type: ignore[operator]
+
+    def _of(self, pattern: str) -> dict[str, frozenset[str] | None]:
+        hit = self._hits.get(pattern)
+        if hit is not None:
+            return hit
+        hit = self._hits[pattern] = {}
+        tag = pattern[1:] if pattern.startswith("@") else None
+        match = re.compile(fnmatch.translate(pattern)).match  # fnmatchcase's own test, compiled once for every id
+        for group, members in self.groups.items():
+            if tag is None and fnmatch.fnmatchcase(group, pattern):
+                hit[group] = None
+                continue
+            ids = frozenset(m for m, tags in members.items() if tag in tags) if tag is not None \
+                else frozenset(filter(match, members))
+            if ids:
+                hit[group] = None if len(ids) == len(members) else ids
+        return hit
 
 
 def axis_length(spec: SweepValues) -> int:
@@ -120,16 +179,23 @@ def _plain(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def set_path(params: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set `params[a][b][0] = value` for 'a.b.0'; KeyError says what is wrong with the path."""
+@functools.lru_cache(maxsize=256)
+def _path_keys(dotted: str) -> tuple[tuple[str, Any], ...]:
+    """Each segment of a sweep path and the key it is (a list index as an int); parsed once for all of a sweep's members."""
     parts = dotted.split(".")
     bad = [p for p in parts if not _SEGMENT.fullmatch(p)]
     if bad:
         raise KeyError(f"path segment {bad[0]!r} is neither a name (letters, digits, _) nor a list index")
+    return tuple((part, int(part) if part.isdigit() else part) for part in parts)
+
+
+def set_path(params: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set `params[a][b][0] = value` for 'a.b.0'; KeyError says what is wrong with the path."""
+    keys = _path_keys(dotted)
+    parts = dotted.split(".")  # the path as written, for the messages
     target: Any = params
-    for i, part in enumerate(parts):
-        key: Any = int(part) if part.isdigit() else part
-        last = i == len(parts) - 1
+    for i, (part, key) in enumerate(keys):
+        last = i == len(keys) - 1
         if isinstance(target, list):
             if not isinstance(key, int) or not 0 <= key < len(target):
                 raise KeyError(f"index {part!r} is not in the list at {'.'.join(parts[:i]) or 'params'}")

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from compbench.limits import SUITE_FILE_BYTES, TooLargeError, check_task_bytes, limits
 from compbench.records.metric_facts import metric_allowed
-from compbench.suite.expand import ModelSpec, expand_model, matches, matches_model, seed_list, sweep_size, sweep_too_large
+from compbench.suite.expand import MemberIndex, ModelSpec, expand_model, matches, seed_list, sweep_size, sweep_too_large
 from compbench.suite.schema import Expectation, Profile, Suite, TaskEntry
 from compbench.suite.source import (
     LineMap, SuiteError, SuiteIssue, check_size, decode_suite, parse_yaml, validation_issues,
@@ -183,7 +183,10 @@ def _check_inputs(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], lines:
     index = {e.id: i for i, e in enumerate(loaded.suite.models)}
     wrong: dict[str, list[str]] = {}
     adapters: dict[str, str] = {}  # group → the adapter its members name (a reference's registered name)
+    # A sweep's members share their entry's adapter and tasks: each group is checked once, not each of its members.
     for m in loaded.models:
+        if m.group in adapters:
+            continue
         adapters[m.group] = m.adapter
         accepts = get_adapter(m.adapter).inputs
         for t in loaded.tasks_for(m):
@@ -208,8 +211,16 @@ def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], li
 
     index = {e.id: i for i, e in enumerate(loaded.suite.models)}
     reported: set[str] = set()
+    # Which of a group's tasks an SVM objective cannot run on (its members share their tasks): when none, no member's
+    # objective can be wrong, and thousands of sweep members are not each built to be asked for theirs.
+    targets_not_pm1: dict[str, list[str]] = {}
     for m in loaded.models:
         if m.group in reported:
+            continue
+        if m.group not in targets_not_pm1:
+            targets_not_pm1[m.group] = [t.id for t in loaded.tasks_for(m)
+                                        if kinds.get(t.id, (None, None))[0] in ("regression", "multiclass")]
+        if getattr(m.params, "loss", None) not in CLASS_LOSSES and not targets_not_pm1[m.group]:
             continue
         try:
             objective = theory_options_of(get_adapter(m.adapter)(m.params), m.adapter).objective
@@ -226,7 +237,7 @@ def _check_objectives(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], li
             continue
         if objective != "svm":
             continue
-        regression = [t.id for t in loaded.tasks_for(m) if kinds.get(t.id, (None, None))[0] in ("regression", "multiclass")]
+        regression = targets_not_pm1[m.group]
         if regression:
             reported.add(m.group)
             what = "loss: logistic" if "loss" in type(m.params).model_fields else "objective: svm"
@@ -242,13 +253,17 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
 
     task_ids = [t.id for t in loaded.suite.tasks]
     known_tags = _all_tags(loaded) | adapter_tags()
+    members = MemberIndex.of_models(loaded.models)  # patterns matched per sweep group, not per member
+    heads: dict[str, ModelSpec] = {}  # group → its first member: a group's members run the same tasks
+    for m in loaded.models:
+        heads.setdefault(m.group, m)
     for i, exp in enumerate(loaded.suite.expectations):
         if exp.source is None:
             issues.append(lines.issue(("expectations", i), "names no source: add `source: {paper, where, value, threshold}` "
                                       "(the paper, its figure or table, the number it reports, and how the threshold "
                                       "follows from it) or `source: \"compbench: <how the threshold follows from the "
                                       "theory>\"`; a threshold is never what one run happened to measure"))
-        _check_known_failures(loaded, exp, i, lines, issues)
+        _check_known_failures(loaded, members, known_tags, exp, i, lines, issues)
         try:
             claim = CLAIMS.get(exp.claim)
         except UnknownNameError as exc:
@@ -272,7 +287,7 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
             issues.append(lines.issue(("expectations", i, fld), msg))
         every_selector_matches = True
         for j, pat in enumerate(exp.models):
-            if any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
+            if members.selected([pat]):
                 continue
             every_selector_matches = False
             if not pat.startswith("@"):
@@ -283,9 +298,8 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                 issues.append(lines.issue(("expectations", i, "models", j), f"tag {pat[1:]!r} is on no model of the "
                                           f"suite and no adapter declares it (tags: {', '.join(sorted(known_tags))})"))
         task_hit = {t for t in task_ids if any(fnmatch.fnmatchcase(t, p) for p in exp.tasks)}
-        selected = (m for m in loaded.models if matches_model(m.id, m.group, m.tags, exp.models))
-        # Lazily: the first selected model that runs a selected task ends the search.
-        if every_selector_matches and task_hit and not any(t.id in task_hit for m in selected for t in loaded.tasks_for(m)):
+        if every_selector_matches and task_hit and not any(t.id in task_hit for g in members.selected(exp.models)
+                                                           for t in loaded.tasks_for(heads[g])):
             issues.append(lines.issue(("expectations", i), f"selects no (model, task) pair the suite runs: models "
                                       f"{', '.join(exp.models)} do not run on tasks {', '.join(exp.tasks)} (see each model's `tasks:`)"))
         for j, pat in enumerate(exp.tasks):
@@ -300,13 +314,13 @@ def _check_expectations(loaded: LoadedSuite, kinds: dict[str, tuple[str, str]], 
                     break
 
 
-def _check_known_failures(loaded: LoadedSuite, exp: Any, i: int, lines: LineMap, issues: list[SuiteIssue]) -> None:
+def _check_known_failures(loaded: LoadedSuite, members: MemberIndex, known_tags: set[str], exp: Any, i: int,
+                          lines: LineMap, issues: list[SuiteIssue]) -> None:
     """A known failure's scope names profiles, models and tasks the suite has, inside the expectation's own selection."""
     from compbench.suite.schema import DEFAULT_PROFILE
 
     profiles = {DEFAULT_PROFILE, *loaded.suite.profiles}
     task_ids = [t.id for t in loaded.suite.tasks]
-    known_tags = _all_tags(loaded) | adapter_tags()
     for k, kf in enumerate(exp.known_failure):
         at = ("expectations", i, "known_failure", k)
         for j, name in enumerate(kf.profiles):
@@ -317,7 +331,7 @@ def _check_known_failures(loaded: LoadedSuite, exp: Any, i: int, lines: LineMap,
             if pat.startswith("@"):
                 if pat[1:] not in known_tags:
                     issues.append(lines.issue((*at, "models", j), f"tag {pat[1:]!r} is on no model of the suite and no adapter declares it"))
-            elif not any(matches_model(m.id, m.group, m.tags, [pat]) for m in loaded.models):
+            elif not members.selected([pat]):
                 issues.append(lines.issue((*at, "models", j), f"pattern {pat!r} matches no model"))
         for j, pat in enumerate(kf.tasks):
             hit = [t for t in task_ids if fnmatch.fnmatchcase(t, pat)]
