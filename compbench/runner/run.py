@@ -75,7 +75,7 @@ class SuiteRunner(StoreView):
             # The stored records first (--force ignores them): that read of every current row is the check the
             # store makes before its first write (ResultStore._verify), so a warm run reads them once.
             if self._cache is None:  # None unless --force
-                self._cache = self.store.latest()
+                self._cache = self.store.latest(k for job in self.jobs for k in job.keys)  # its own cells' records only
             self.store.open(write=True)  # a store that cannot be used fails now, before any training
         self.fresh_since: float | None = time.time() if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average

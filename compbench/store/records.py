@@ -18,7 +18,7 @@ import secrets
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -399,6 +399,10 @@ class ResultStore:
             self._check_same_file()
 
     def __iter__(self) -> Iterator[CellRecord]:
+        return self._current_rows(None)
+
+    def _current_rows(self, wanted: frozenset[str] | None) -> Iterator[CellRecord]:
+        """The current rows' records, in row order; with `wanted`, only those of these keys are decoded and yielded."""
         self.commit_staged()  # a read sees every record this process stored
         with self._errors():
             db = self._connect(create=False)
@@ -406,16 +410,19 @@ class ResultStore:
                 return
             state = self._file_state()
             try:
-                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
+                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"), wanted)
             except sqlite3.DatabaseError:
                 self._close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
                 raise
             if state == self._file_state():  # every current row read, in a file no checkpoint changed meanwhile
                 self._read_whole = state
 
-    def _rows(self, rows: Any) -> Iterator[CellRecord]:
-        """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
+    def _rows(self, rows: Any, wanted: frozenset[str] | None = None) -> Iterator[CellRecord]:
+        """The records of rows selected as _ROW (of `wanted` keys only, when given: no other row's JSON is decoded); a
+        damaged one is skipped and remembered by its key."""
         for key, text, token, light in rows:
+            if wanted is not None and key not in wanted:
+                continue
             try:
                 record = _read(text, light, token)
             except _DAMAGE as exc:
@@ -432,11 +439,14 @@ class ResultStore:
                 print(f"compbench: warning: {self.path}: the stored record of cell {key} is damaged ({why}); it "
                       f"counts as missing and `compbench run` computes it again", file=sys.stderr)
 
-    def latest(self, keys: list[str] | None = None) -> dict[str, CellRecord]:
-        """The newest readable record per cell key (only `keys`, when given); damaged rows are named and skipped."""
-        out = {r.key: r for r in self}
+    def latest(self, keys: Iterable[str] | None = None) -> dict[str, CellRecord]:
+        """The newest readable record per cell key (only `keys`, when given: the JSON of no other row is decoded, so a
+        run reads its own cells' records, not every record of a store shared with other suites or holding cells its
+        suite no longer has); damaged rows are named and skipped."""
+        wanted = None if keys is None else frozenset(keys)
+        out = {r.key: r for r in self._current_rows(wanted)}
         self._report_damaged(out)
-        return out if keys is None else {k: out[k] for k in keys if k in out}
+        return out
 
     def lookup(self, keys: list[str], since: float | None = None) -> dict[str, CellRecord]:
         """The newest stored record for each of `keys` that has one, stored at or after `since` if given.
