@@ -299,3 +299,15 @@ def test_a_run_decodes_the_stored_records_of_its_own_cells_only(tmp_path, monkey
     assert len(stored) == 84
     for r in results.records:
         assert r.metrics == stored[r.key].metrics and r.predictions == stored[r.key].predictions
+
+
+def test_the_digest_cache_holds_for_records_reused_under_other_names(warm):
+    # A renamed model's cells are reused and relabelled: the relabelled copies had no identity, so every warm run after
+    # a rename decoded and hashed every prediction again for the report's digest.
+    suite, out = warm
+    suite.write_text(SUITE.replace("{id: relu,", "{id: renamed,"))
+    said = _run(suite, out)
+    assert "0 cells run, 4 reused from the cache" in said and "digest cached" not in said  # the suite changed
+    said = _run(suite, out)
+    assert "report unchanged" in said and "digest cached" in said
+    assert "renamed" in (out / "leaderboard.md").read_text()
