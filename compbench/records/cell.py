@@ -196,27 +196,9 @@ class CellRecord:
         """
         if all(getattr(self, k) == v for k, v in labels.items()):
             return self
-        row = self.stored_row
-        if row is None or not labels.keys() <= _FIELD_SET:
-            from dataclasses import replace
+        from dataclasses import replace
 
-            return replace(self, **labels)
-        # Read from a store: the copy leaves undecoded what this record has not decoded yet (its arrays, decoded from the
-        # same row's JSON when first read). A copy by `replace` read every field, so it decoded the whole row again.
-        copy = object.__new__(CellRecord)
-        for name in _FIELDS:
-            try:
-                value = object.__getattribute__(self, name)
-            except AttributeError:  # a LAZY_FIELDS slot not decoded yet
-                continue
-            object.__setattr__(copy, name, value)
-        for name, value in labels.items():
-            object.__setattr__(copy, name, value)
-        copy.__post_init__()
-        # Known by its row and the names it was given (the report's digest cache keys records by this token): the same
-        # row under the same names is the same content; a copy changed in any other way (`replace`) has no token.
-        copy.stored_row = StoredRow(f"{row.token}|{json.dumps(labels, sort_keys=True, default=str)}", row.text)
-        return copy
+        return replace(self, **labels)
 
     def flat(self) -> dict[str, Any]:
         """One row for a table (records.csv): identity, status, error, every metric; arrays and params left out."""

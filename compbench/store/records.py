@@ -28,7 +28,7 @@ from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 from compbench.store.claim_owner import CLAIM_TTL, claim_is_live, process_owner, process_start_time  # noqa: F401 (re-exported)
-from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read
+from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read, relabelled as _relabelled
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 # Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
@@ -607,7 +607,7 @@ class ResultStore:
                 chunk = keys[i:i + 900]
                 sql = f"SELECT {_ROW} FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
                 found.update({r.key: r for r in self._rows(db.execute(sql, [last, *chunk]))})
-        return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
+        return [_relabelled(found[key], model=model, task=task, group=group, suite=run.suite)
                 for key, model, task, _seed, group in cells if key in found]
 
     def copy_to(self, target: Path) -> bool:
