@@ -20,9 +20,10 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 SUITES = sorted(p.parent.name for p in RESULTS.glob("*/summary.json"))
 BUNDLES = sorted(RESULTS.glob("*/*.cbz"))
 MAX_BYTES = 5_000_000
-# The bundles allowed above MAX_BYTES, each with its size as measured (bundle --current, format 2): slot-decoder's
-# 16 current cells hold 73 MB of predicted images as text (docs/reference/commands.md, bundle).
-LARGER = {"slot-decoder": 16_199_680}
+# The bundles allowed above MAX_BYTES, each with its size as measured (bundle --current, format 2) and 1% for SQLite's
+# pages (the same records bundled again took 16,199,680 and 16,203,776 bytes): slot-decoder's 16 current cells hold
+# 73 MB of predicted images as text (docs/reference/commands.md, bundle).
+LARGER = {"slot-decoder": 16_364_000}
 
 
 def test_every_published_suite_has_a_bundle_of_at_most_5_mb_or_its_stated_size():
