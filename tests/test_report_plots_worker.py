@@ -82,7 +82,7 @@ def test_a_failure_while_drawing_is_raised_with_its_traceback(tmp_path, monkeypa
     monkeypatch.setattr(plots, "draw_share", broken)  # the forked processes inherit it
     with pytest.raises(RuntimeError, match=r"(?s)drawing the report's plots failed.*ValueError: no axes today"):
         _publish(tmp_path, "broken", monkeypatch, fork=True)
-    assert (tmp_path / "broken" / "predictions.csv").is_file()  # written meanwhile, not lost
+    assert (tmp_path / "broken" / "predictions.parquet").is_file()  # written meanwhile, not lost
 
 
 def test_a_dead_drawing_process_is_an_error(tmp_path, monkeypatch):
