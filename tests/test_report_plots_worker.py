@@ -91,3 +91,27 @@ def test_a_dead_drawing_process_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "draw_share", lambda *a, **k: os._exit(3))
     with pytest.raises(RuntimeError, match=r"a process drawing the report's plots died \(exit code 3\)"):
         _publish(tmp_path, "dead", monkeypatch, fork=True)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_one_drawing_process_per_usable_core(tmp_path, monkeypatch, cores):
+    # Counted, not timed: N usable cores (runner.threads.usable_cores, affinity and cgroup quota) start N drawing
+    # processes while this one writes the tables; with one core this process is the one that draws (no fork).
+    import compbench.runner.threads as threads
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+    workers = []
+    worker = publish_module._PlotWorker
+
+    def recording(*args):
+        workers.append(worker(*args))
+        return workers[-1]
+
+    monkeypatch.setattr(publish_module, "_PlotWorker", recording)
+    loaded = parse_suite(SUITE, "drawn.yaml")
+    summary = run_suite(loaded, tmp_path / "run", device="cpu", progress=False)
+    paths = publish_module.publish(tmp_path / "out", loaded, summary.records, vars(summary), verdicts=[])
+    started = [[proc.name for proc, _ in w.procs] for w in workers]
+    assert started == ([] if cores == 1 else [[f"compbench-plots-{k}" for k in range(cores)]])
+    assert all(proc.exitcode == 0 for w in workers for proc, _ in w.procs)
+    assert sum(p.suffix == ".png" for p in paths) == len(list((tmp_path / "out" / "plots").glob("*.png"))) > 0

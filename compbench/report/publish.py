@@ -180,12 +180,13 @@ def _draws_plots(to_run: list[str], formats: tuple[str, ...]) -> bool:
 
 
 def _can_fork() -> bool:
-    """A second process drawing the plots pays only where it can be forked (no pickling) and has a core of its own."""
+    """A second process drawing the plots pays only where it can be forked (no pickling) and has a core of its own
+    (runner.threads.usable_cores: affinity and cgroup quota, the cores the drawing processes are counted by)."""
     import multiprocessing
-    import os
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores > 1 and "fork" in multiprocessing.get_all_start_methods() and \
+    from compbench.runner.threads import usable_cores
+
+    return usable_cores() > 1 and "fork" in multiprocessing.get_all_start_methods() and \
         multiprocessing.get_start_method(allow_none=True) in (None, "fork")
 
 
@@ -220,8 +221,10 @@ class _PlotWorker:
     """The report's plots drawn in forked processes, one per usable core, while this one writes the files that do not need them.
 
     Drawing is most of a fresh report (about 12 s of 17 for kernel-limits: 21 figures as PNG and
-    SVG); the predictions and CSV files take the rest. Each process draws the next plot no other has
-    taken (a shared counter), so one that drew quick plots goes on to the rest; this one then writes
+    SVG); the predictions and CSV files take the rest. With one usable core (runner.threads.usable_cores)
+    none is forked: this process draws after the tables (`_can_fork`), as a second would only share its core.
+    Each process draws the next plot no other has taken (a shared counter), so one that drew quick
+    plots goes on to the rest; this one then writes
     the plots' manifest (`report.plots.finish_plots`), so the files are those one process drawing
     them all would write.
     """
