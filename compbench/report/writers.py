@@ -136,14 +136,22 @@ class MarkdownWriter(Reporter):
     """leaderboard.md: every table, and the plots when png is written too."""
 
     def write(self, ctx: ReportContext) -> list[Path]:
-        from compbench.report.intro import intro
-        from compbench.report.legend import headline
         from compbench.report.markdown import markdown_report
 
+        tables, head, about, warnings = _before_plots(ctx)
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
-        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found,
-                                                                intro(ctx.loaded), ctx.fit_warnings))]
+        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, tables, shown, head, found, about,
+                                                                warnings))]
+
+
+def _before_plots(ctx: ReportContext) -> tuple[list[Any], str, Any, list[str]]:
+    """What a page shows beside its plots (tables, headline, introduction, fit warnings), built before it asks for the
+    plots: while other processes draw them (report.publish), this one builds the tables instead of waiting first."""
+    from compbench.report.intro import intro
+    from compbench.report.legend import headline
+
+    return ctx.tables, headline(ctx), intro(ctx.loaded), ctx.fit_warnings
 
 
 @register_reporter("csv")
@@ -179,12 +187,10 @@ def leaderboard_html(ctx: ReportContext, home: str = "") -> str:
     """The suite's self-contained leaderboard page (leaderboard.html, and each suite's page of `compbench site`);
     `home`: a relative link back to the page that lists it ("" for none)."""
     from compbench.report.html import html_report
-    from compbench.report.intro import intro
-    from compbench.report.legend import headline
 
+    tables, head, about, warnings = _before_plots(ctx)
     found = ctx.findings([p.name for p in ctx.plots])
-    return html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found, intro(ctx.loaded), ctx.fit_warnings,
-                       home=home)
+    return html_report(ctx.loaded.name, tables, ctx.plots, head, found, about, warnings, home=home)
 
 
 @register_reporter("predictions")
