@@ -172,3 +172,23 @@ def test_a_report_no_longer_keeps_the_predictions_csv_an_earlier_one_wrote(tmp_p
                  "--format", "predictions-csv,predictions"]) == 0
     assert (out / "predictions.csv").read_text().startswith("task,model,seed,split,")
     assert json.loads((out / ".report" / "manifest.json").read_text())["predictions"]["files"] == ["predictions.parquet"]
+
+
+def test_without_pyarrow_the_report_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    # pyarrow is a dependency, but an environment can lack it (a --no-deps install): one line naming both ways out
+    # (install it, or the text copy), exit 2, the cells kept in the store.
+    import sys
+
+    from compbench.store import ResultStore
+
+    from tiny_suites import SHAPES
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    out = tmp_path / "out"
+
+    (tmp_path / "shapes.yaml").write_text(SHAPES)
+    assert main(["run", "--suite", str(tmp_path / "shapes.yaml"), "--out", str(out), "-q", "--format", "predictions"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("compbench: writing predictions.parquet needs pyarrow") and "--format predictions-csv" in err[-1]
+    assert "Traceback" not in "\n".join(err) and not (out / "predictions.parquet").exists()
+    assert len(ResultStore(out / "store").latest()) == 3  # the cells computed before the report are kept
