@@ -100,7 +100,7 @@ def test_output_files_reference_names_every_column():
     from compbench.records.cell import _FLAT_FIELDS
     publish = importlib.import_module("compbench.report.publish")  # the module: compbench.report re-exports the function
     from compbench.report.statistics import CellStats, TheoryStats
-    from compbench.report.writers import PREDICTION_COLUMNS
+    from compbench.report.predictions import PREDICTION_COLUMNS
     from compbench.records.metric_facts import METRICS, PER_FACTOR
 
     page = (DOCS / "reference" / "output-files.md").read_text(encoding="utf-8")

@@ -76,7 +76,7 @@ def _numeric(text: str) -> bool:
 def test_report_csv_cells_and_column_names_never_start_a_formula_and_markdown_keeps_suite_text_as_text(tmp_path):
     suite = write(tmp_path, "inject.yaml", HOSTILE_TABLE)
     out = tmp_path / "out"
-    res = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "md,csv,predictions")
+    res = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--format", "md,csv,predictions-csv")
     assert res.rc in (0, 1) and "Traceback" not in res.text, res.text
     names = ["expectations.csv", "predictions.csv", "records.csv", "leaderboard.csv", "theory.csv"]
     for name in names:

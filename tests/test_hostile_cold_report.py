@@ -120,7 +120,7 @@ def test_the_report_csvs_are_written_a_column_at_a_time_not_by_pandas_row_writer
     path = tmp_path / "k.yaml"
     path.write_text(kernel_suite("k", "leak"), encoding="utf-8")
     assert main(["run", "--suite", str(path), "--results", str(tmp_path / "R"), "--device", "cpu", "-q",
-                 "--format", "csv,predictions"]) == 0
+                 "--format", "csv,predictions-csv"]) == 0
     assert written == []
     rows = pd.read_csv(tmp_path / "R" / "predictions.csv")
     assert len(rows) == 2 * (16 + 81) and set(rows["model"]) == {"overlap", "relu"}  # add: 4×4 cells, te: 9×9

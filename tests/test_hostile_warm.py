@@ -230,7 +230,7 @@ def _hashed(monkeypatch) -> list[str]:
 
 
 def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypatch):
-    # The skip check hashed every file the report wrote (85 MB for kernel-limits, predictions.csv most of it) on every
+    # The skip check hashed every file the report wrote (85 MB for kernel-limits, its predictions most of it) on every
     # warm run: a file whose size, times and inode are those recorded when its sha256 was last checked is not read.
     status = importlib.import_module("compbench.report.file_status")
 
@@ -249,7 +249,7 @@ def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypat
     assert (out / ".report" / "manifest.json").read_text() == manifest
     assert all(set(entry) == {"digest", "files", "beside", "sha256"} for entry in json.loads(manifest).values())
     statuses = json.loads((out / ".report" / "status.json").read_text())
-    assert statuses["predictions.csv"][0] == (out / "predictions.csv").stat().st_size
+    assert statuses["predictions.parquet"][0] == (out / "predictions.parquet").stat().st_size
     # A change that keeps the size and sets the modification time back still changes the file's change time.
     path = out / "records.csv"
     st = path.stat()
@@ -259,7 +259,7 @@ def test_a_warm_run_does_not_hash_its_settled_report_files_again(warm, monkeypat
     assert path.stat().st_size == st.st_size and path.read_bytes() != text
     said = _run(suite, out)
     # read for the check: the only file whose status changed (then the csv writer's files, hashed as it writes them)
-    assert hashed[0] == "records.csv" and not {"predictions.csv", "leaderboard.md", "leaderboard.html"} & set(hashed)
+    assert hashed[0] == "records.csv" and not {"predictions.parquet", "leaderboard.md", "leaderboard.html"} & set(hashed)
     assert "report partly rewritten" in said and path.read_bytes() == text
 
 
@@ -272,4 +272,4 @@ def test_a_report_file_not_settled_is_hashed(warm, monkeypatch):
     for _ in range(2):
         hashed.clear()
         assert "report unchanged: 5 writers skipped" in _run(suite, out)
-        assert "predictions.csv" in hashed and "records.csv" in hashed
+        assert "predictions.parquet" in hashed and "records.csv" in hashed

@@ -254,7 +254,7 @@ def test_report_shows_classes_outputs_and_irrelevant_share(tmp_path):
     (tmp_path / "s.yaml").write_text(REPORT_SUITE)
     out = tmp_path / "out"
     assert main(["run", "--suite", str(tmp_path / "s.yaml"), "--out", str(out), "--quiet"]) == 0
-    frame = pd.read_csv(out / "predictions.csv", keep_default_na=False)
+    frame = pd.read_parquet(out / "predictions.parquet")
     classes = frame[frame.task == "classes"]
     assert len(classes) == 9 and classes.y.astype(int).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert set(classes.split) == {"train", "held_out"} and (classes.prediction.astype(int) >= 0).all()

@@ -133,7 +133,7 @@ def test_plugin_is_listed_and_runs_a_suite(site, tmp_path):
 
     board = (out / "leaderboard.md").read_text()
     assert "| ridge " in board
-    predictions = pd.read_csv(out / "predictions.csv")
+    predictions = pd.read_parquet(out / "predictions.parquet")
     checker = predictions[predictions.task == "checker"]
     assert list(checker.columns[:6]) == ["task", "model", "seed", "split", "row", "column"] or {"row", "column"} <= set(checker.columns)
     assert len(checker) == 16 and (checker.split == "held_out").sum() == 4

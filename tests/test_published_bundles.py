@@ -74,7 +74,7 @@ def _published(folder: Path) -> dict[str, bytes]:
     out = {}
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder)
-        if p.is_file() and p.suffix != ".cbz" and rel.parts[0] != "store" and rel.name != "predictions.csv" \
+        if p.is_file() and p.suffix != ".cbz" and rel.parts[0] != "store" and rel.name not in ("predictions.csv", "predictions.parquet") \
                 and rel.as_posix() not in _CACHES \
                 and not (len(rel.parts) > 1 and (folder / rel.parts[0] / "summary.json").exists()):
             out[rel.as_posix()] = p.read_bytes()

@@ -48,7 +48,7 @@ def test_warm_run_leaves_every_report_file_untouched_and_says_so(tmp_path, capsy
     assert "report unchanged" not in first
     files = _report_files(out)
     names = {p.name for p in files}
-    assert {"leaderboard.md", "leaderboard.html", "records.csv", "predictions.csv", "theory.csv"} <= names
+    assert {"leaderboard.md", "leaderboard.html", "records.csv", "predictions.parquet", "theory.csv"} <= names
     assert any(p.suffix == ".svg" for p in files) and any(p.suffix == ".png" for p in files)
     before = _age(files)
     second = _run(suite, out, capsys)
@@ -90,7 +90,7 @@ def test_changing_a_model_rewrites_the_report(tmp_path, capsys):
     suite.write_text(SUITE.replace("weights: [0.0, 0.4, 1.0]", "weights: [0.0, 0.2, 1.0]"))
     text = _run(suite, out, capsys)
     assert "2 cells run, 2 reused from the cache" in text and "report unchanged" not in text and "skipped" not in text.splitlines()[-1]
-    for name in ("records.csv", "predictions.csv", "leaderboard.md", "leaderboard.html"):
+    for name in ("records.csv", "predictions.parquet", "leaderboard.md", "leaderboard.html"):
         path = out / name
         assert path.stat().st_mtime_ns != PAST * 10**9 and path.read_bytes() != before[path], name
     # overlap kernel's slope on additive is S/(1-S): 0.4/0.6 before, 0.2/0.8 now

@@ -82,7 +82,7 @@ def test_a_failure_while_drawing_is_raised_with_its_traceback(tmp_path, monkeypa
     monkeypatch.setattr(plots, "draw_share", broken)  # the forked processes inherit it
     with pytest.raises(RuntimeError, match=r"(?s)drawing the report's plots failed.*ValueError: no axes today"):
         _publish(tmp_path, "broken", monkeypatch, fork=True)
-    assert (tmp_path / "broken" / "predictions.csv").is_file()  # written meanwhile, not lost
+    assert (tmp_path / "broken" / "predictions.parquet").is_file()  # written meanwhile, not lost
 
 
 def test_a_dead_drawing_process_is_an_error(tmp_path, monkeypatch):
@@ -91,3 +91,48 @@ def test_a_dead_drawing_process_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setattr(plots, "draw_share", lambda *a, **k: os._exit(3))
     with pytest.raises(RuntimeError, match=r"a process drawing the report's plots died \(exit code 3\)"):
         _publish(tmp_path, "dead", monkeypatch, fork=True)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4])
+def test_one_drawing_process_per_usable_core(tmp_path, monkeypatch, cores):
+    # Counted, not timed: N usable cores (runner.threads.usable_cores, affinity and cgroup quota) start N drawing
+    # processes while this one writes the tables; with one core this process is the one that draws (no fork).
+    import compbench.runner.threads as threads
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: cores)
+    workers = []
+    worker = publish_module._PlotWorker
+
+    def recording(*args):
+        workers.append(worker(*args))
+        return workers[-1]
+
+    monkeypatch.setattr(publish_module, "_PlotWorker", recording)
+    loaded = parse_suite(SUITE, "drawn.yaml")
+    summary = run_suite(loaded, tmp_path / "run", device="cpu", progress=False)
+    paths = publish_module.publish(tmp_path / "out", loaded, summary.records, vars(summary), verdicts=[])
+    started = [[proc.name for proc, _ in w.procs] for w in workers]
+    assert started == ([] if cores == 1 else [[f"compbench-plots-{k}" for k in range(cores)]])
+    assert all(proc.exitcode == 0 for w in workers for proc, _ in w.procs)
+    assert sum(p.suffix == ".png" for p in paths) == len(list((tmp_path / "out" / "plots").glob("*.png"))) > 0
+
+
+@pytest.mark.parametrize("formats", [("md", "png"), ("html",)])
+def test_the_pages_build_their_tables_while_the_plots_are_drawn(tmp_path, monkeypatch, formats):
+    # The markdown (and HTML) page asked for the plots first, so this process waited for the drawing processes and
+    # only then built the tables (statistics, leaderboard, theory table) they could have been built beside.
+    import compbench.report.markdown as markdown
+    import compbench.runner.threads as threads
+
+    monkeypatch.setattr(threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(publish_module, "_can_fork", lambda: True)
+    events = []
+    tables, result = markdown.report_tables, publish_module._PlotWorker.result
+    monkeypatch.setattr(markdown, "report_tables", lambda ctx: events.append("tables") or tables(ctx))
+    monkeypatch.setattr(publish_module._PlotWorker, "result", lambda self: events.append("plots") or result(self))
+    loaded = parse_suite(SUITE, "drawn.yaml")
+    summary = run_suite(loaded, tmp_path / "run", device="cpu", progress=False)
+    publish_module.publish(tmp_path / "out", loaded, summary.records, vars(summary), verdicts=[], formats=formats)
+    assert events[:2] == ["tables", "plots"] and events.count("tables") == 1
+    page = tmp_path / "out" / ("leaderboard.md" if "md" in formats else "leaderboard.html")
+    assert "overlap" in page.read_text(encoding="utf-8")

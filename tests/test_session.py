@@ -20,7 +20,7 @@ from compbench.suite import SuiteError
 
 # Two kernels and, where a request adds it, the width-8 file model; `impossible` fails, so the outcome has a FAIL.
 SUITE = kernel_suite("faces", "leak", "chance", "impossible")
-REPORT_FILES = ("leaderboard.csv", "theory.csv", "records.csv", "expectations.csv", "predictions.csv")
+REPORT_FILES = ("leaderboard.csv", "theory.csv", "records.csv", "expectations.csv", "predictions.parquet")
 TIMES = ("wall_time", "time", "seconds", "date", "commit")  # what tells one run from another, never what it found
 
 
@@ -50,7 +50,13 @@ def rows(results: Path) -> list[tuple]:
 
 
 def table(results: Path, name: str) -> list[dict[str, str]]:
-    """A report CSV's rows without the columns that time the run."""
+    """A report table's rows (CSV, or the predictions' parquet file) without the columns that time the run."""
+    if name.endswith(".parquet"):
+        import pandas as pd
+
+        frame = pd.read_parquet(results / name)
+        frame = frame.astype(object).where(frame.notna(), None)  # a missing cell (NaN) equals another one
+        return [{k: v for k, v in row.items() if not any(t in k for t in TIMES)} for row in frame.to_dict("records")]
     text = (results / name).read_text(encoding="utf-8")
     return [{k: v for k, v in row.items() if not any(t in k for t in TIMES)} for row in csv.DictReader(io.StringIO(text))]
 

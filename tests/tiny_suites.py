@@ -66,6 +66,7 @@ def write_suite(directory: Path, base: str = "te", *, file: str = "suite.yaml", 
     return path
 
 TINY = scenario("tiny")
+SHAPES = scenario("shapes")  # scalar, class and vector outputs: what a per-cell writer must handle
 
 # Expectations the kernel scenarios below pick from by id (a test fixture's source, as every claim needs one).
 _CLAIMS = {

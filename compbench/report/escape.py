@@ -3,6 +3,8 @@
 Every CSV file of a report is made by `csv_text`, every piece of free text in the markdown passes
 `md_text` (a table cell `md_cell`): descriptions, component names, labels and model error messages
 are text compbench did not write, and a report is opened by people who did not write it either.
+predictions.parquet is not escaped: a spreadsheet does not open parquet, and pandas reads its text as data, so the
+labels stay as written there (`predictions-csv`, the same rows as text, goes through `csv_text`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def csv_text(frame: Any) -> str:
     The text is written by the report's one writer (`ReportContext.write_file`: atomic, contained).
     It is the bytes `frame.to_csv(index=False)` writes after escaping; a frame of numbers and text is
     written a column at a time (`_columns_csv`), each distinct text escaped and quoted once (pandas'
-    row writer took 2.7 s of predictions.csv's 4.9 s, 757k rows of kernel-limits).
+    row writer took 2.7 s of predictions.csv's 4.9 s, 757k rows of kernel-limits; the predictions are now parquet).
     """
     from pandas.api.types import is_bool_dtype, is_datetime64_any_dtype, is_numeric_dtype
 

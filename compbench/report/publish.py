@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compbench.records import CellRecord, as_records
-from compbench.files import OutputError, is_temporary, read_contained, sha256_contained, write_atomic
+from compbench.files import OutputError, is_temporary, read_contained, remove_contained, sha256_contained, write_atomic
 from compbench.report.file_status import unchanged
 from compbench.errors import CompbenchError
 from compbench.report.writers import DEFAULT_FORMATS, REPORTERS, ReportContext
@@ -78,7 +78,7 @@ def publish(
 
     md: leaderboard.md; csv: leaderboard.csv, theory.csv, records.csv, expectations.csv; html: one
     self-contained leaderboard.html (tables and plots inline); png: plots/*.png and plots/*.svg;
-    predictions: predictions.csv; plus any writer a plugin registers.
+    predictions: predictions.parquet; predictions-csv: predictions.csv; plus any writer a plugin registers.
     `verdicts`: the outcome's verdicts (`compbench.outcome`, the one place expectations are judged), so the report
     states what the command exits with.
     A writer whose inputs hash to what `.report/manifest.json` recorded, and whose files all still
@@ -142,9 +142,10 @@ def _publish(
         # The writers that never look at the plots run first, while the plots are being drawn.
         for name in sorted(to_run, key=lambda n: n not in _WITHOUT_PLOTS):
             writer = REPORTERS.get(name)
-            manifest.pop(name, None)  # a writer stopped halfway must not be trusted next time
+            before = manifest.pop(name, None)  # a writer stopped halfway must not be trusted next time
             _write_manifest(out_dir, manifest)
             paths_of = writer.write(ctx)
+            _remove_retired(out_dir, writer, before, manifest)
             written[name] = paths_of
             beside = [p.with_suffix(".svg") for p in paths_of if p.suffix == ".png" and p.with_suffix(".svg").is_file()]
             files, beside_files = [_relative(out_dir, p) for p in paths_of], [_relative(out_dir, p) for p in beside]
@@ -158,8 +159,19 @@ def _publish(
     return [p for name in formats for p in written.get(name, [])], cached
 
 
+def _remove_retired(out_dir: Path, writer: Any, before: Any, manifest: dict[str, Any]) -> None:
+    """Remove the files this writer wrote last time (its manifest entry `before`) under a name it no longer writes
+    (`writer.retired`: names from its code, never from the manifest), unless another writer's entry lists them."""
+    listed = set(before.get("files", [])) if isinstance(before, dict) and isinstance(before.get("files"), list) else set()
+    others = {f for entry in manifest.values() if isinstance(entry, dict) and isinstance(entry.get("files"), list)
+              for f in entry["files"]}
+    for name in getattr(writer, "retired", ()):
+        if name in listed and name not in others:
+            remove_contained(out_dir, name)
+
+
 # Built-in writers that do not read ctx.plots (a plugin's writer may: it runs after them).
-_WITHOUT_PLOTS = ("csv", "predictions")
+_WITHOUT_PLOTS = ("csv", "predictions", "predictions-csv")
 
 
 def _draws_plots(to_run: list[str], formats: tuple[str, ...]) -> bool:
@@ -168,12 +180,13 @@ def _draws_plots(to_run: list[str], formats: tuple[str, ...]) -> bool:
 
 
 def _can_fork() -> bool:
-    """A second process drawing the plots pays only where it can be forked (no pickling) and has a core of its own."""
+    """A second process drawing the plots pays only where it can be forked (no pickling) and has a core of its own
+    (runner.threads.usable_cores: affinity and cgroup quota, the cores the drawing processes are counted by)."""
     import multiprocessing
-    import os
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return cores > 1 and "fork" in multiprocessing.get_all_start_methods() and \
+    from compbench.runner.threads import usable_cores
+
+    return usable_cores() > 1 and "fork" in multiprocessing.get_all_start_methods() and \
         multiprocessing.get_start_method(allow_none=True) in (None, "fork")
 
 
@@ -208,8 +221,10 @@ class _PlotWorker:
     """The report's plots drawn in forked processes, one per usable core, while this one writes the files that do not need them.
 
     Drawing is most of a fresh report (about 12 s of 17 for kernel-limits: 21 figures as PNG and
-    SVG); the predictions and CSV files take the rest. Each process draws the next plot no other has
-    taken (a shared counter), so one that drew quick plots goes on to the rest; this one then writes
+    SVG); the predictions and CSV files take the rest. With one usable core (runner.threads.usable_cores)
+    none is forked: this process draws after the tables (`_can_fork`), as a second would only share its core.
+    Each process draws the next plot no other has taken (a shared counter), so one that drew quick
+    plots goes on to the rest; this one then writes
     the plots' manifest (`report.plots.finish_plots`), so the files are those one process drawing
     them all would write.
     """

@@ -14,8 +14,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
-
 from compbench.records import CellRecord
 from compbench.files import write_atomic
 from compbench.registry import PluginError, Registry, named_instance, require_subclass
@@ -101,6 +99,9 @@ class Reporter:
     """Base of report writers: a `write(ctx)` returning the paths it wrote."""
 
     name: ClassVar[str] = ""
+    # Files this writer wrote in an earlier compbench under another name: removed when it runs again (publish), so a
+    # report does not keep a stale copy beside the new file.
+    retired: ClassVar[tuple[str, ...]] = ()
 
     def write(self, ctx: ReportContext) -> list[Path]:
         """Write this format's files under ctx.out_dir."""
@@ -135,14 +136,22 @@ class MarkdownWriter(Reporter):
     """leaderboard.md: every table, and the plots when png is written too."""
 
     def write(self, ctx: ReportContext) -> list[Path]:
-        from compbench.report.intro import intro
-        from compbench.report.legend import headline
         from compbench.report.markdown import markdown_report
 
+        tables, head, about, warnings = _before_plots(ctx)
         shown = [(f"{p.name}.png", p.caption) for p in ctx.plots] if "png" in ctx.formats else []
         found = ctx.findings([name.removesuffix(".png") for name, _ in shown])
-        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, ctx.tables, shown, headline(ctx), found,
-                                                                intro(ctx.loaded), ctx.fit_warnings))]
+        return [ctx.write_file("leaderboard.md", markdown_report(ctx.loaded.name, tables, shown, head, found, about,
+                                                                warnings))]
+
+
+def _before_plots(ctx: ReportContext) -> tuple[list[Any], str, Any, list[str]]:
+    """What a page shows beside its plots (tables, headline, introduction, fit warnings), built before it asks for the
+    plots: while other processes draw them (report.publish), this one builds the tables instead of waiting first."""
+    from compbench.report.intro import intro
+    from compbench.report.legend import headline
+
+    return ctx.tables, headline(ctx), intro(ctx.loaded), ctx.fit_warnings
 
 
 @register_reporter("csv")
@@ -178,81 +187,30 @@ def leaderboard_html(ctx: ReportContext, home: str = "") -> str:
     """The suite's self-contained leaderboard page (leaderboard.html, and each suite's page of `compbench site`);
     `home`: a relative link back to the page that lists it ("" for none)."""
     from compbench.report.html import html_report
-    from compbench.report.intro import intro
-    from compbench.report.legend import headline
 
+    tables, head, about, warnings = _before_plots(ctx)
     found = ctx.findings([p.name for p in ctx.plots])
-    return html_report(ctx.loaded.name, ctx.tables, ctx.plots, headline(ctx), found, intro(ctx.loaded), ctx.fit_warnings,
-                       home=home)
-
-
-PREDICTION_COLUMNS = ("task", "model", "seed", "split")
+    return html_report(ctx.loaded.name, tables, ctx.plots, head, found, about, warnings, home=home)
 
 
 @register_reporter("predictions")
 class PredictionsWriter(Reporter):
-    """predictions.csv: one row per (task, model, seed, cell) with the cell's labels, truth, prediction and theory."""
+    """predictions.parquet: one row per (task, model, seed, cell) with the cell's labels, truth, prediction and theory."""
+
+    retired = ("predictions.csv",)  # what it wrote until issue #34: now the opt-in `predictions-csv` writer's
 
     def write(self, ctx: ReportContext) -> list[Path]:
-        import pandas as pd
+        from compbench.report.predictions import parquet_bytes, predictions_frame
 
-        # Built a column at a time, per record: a sweep of 1,728 models writes ~10^6 rows.
-        parts: list[dict[str, Any]] = []
-        components: dict[str, None] = {}
-        vector = False
-        labels: dict[str, dict[str, np.ndarray]] = {}
-        for r in ctx.records:
-            if not r.ok or r.predictions is None or r.task not in ctx.tasks:
-                continue
-            data = ctx.tasks[r.task]
-            if r.task not in labels:
-                names = [_column(name) for name in _component_names(data)]
-                cells = np.asarray(data.cells, dtype=int).reshape(len(data.cells), -1)
-                labels[r.task] = {name: np.array([_label(data, c, int(v)) for v in cells[:, c]], dtype=object)
-                                  for c, name in enumerate(names)}
-            task_labels = labels[r.task]
-            components.update(dict.fromkeys(task_labels))
-            n = len(data.cells)
-            classes = bool(getattr(data, "n_classes", 0))
-            width = 1 if classes or np.ndim(data.y) == 1 else int(np.shape(data.y)[1])
-            vector = vector or width > 1
-            preds = np.asarray(r.predictions, dtype=float)
-            theory = None if r.theory_predictions is None else np.asarray(r.theory_predictions, dtype=float)
-            split = np.where(np.asarray(data.test_mask, dtype=bool), "held_out", "train").astype(object)
-            part: dict[str, Any] = {"task": np.full(n * width, r.task, dtype=object),
-                                    "model": np.full(n * width, r.model, dtype=object),
-                                    "seed": np.full(n * width, r.seed), "split": np.repeat(split, width)}
-            for name, column in task_labels.items():
-                part[name] = np.repeat(column, width)
-            if classes:  # the class, and the argmax of the per-class outputs
-                part["y"] = np.asarray(data.y, dtype=int)
-                part["prediction"] = np.argmax(preds.reshape(n, -1), axis=1)
-                part["theory"] = np.argmax(theory.reshape(n, -1), axis=1) if theory is not None else np.full(n, None)
-            else:
-                if width > 1:
-                    part["output"] = np.tile(np.arange(width), n)
-                part["y"] = np.asarray(data.y, dtype=float).reshape(-1)
-                part["prediction"] = preds.reshape(-1)
-                part["theory"] = theory.reshape(-1) if theory is not None else np.full(n * width, np.nan)
-            parts.append(part)
-        columns = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
-        # One numpy concatenation per column (pandas' concat of 10^4 small frames takes seconds).
-        sizes = [len(part["task"]) for part in parts]
-        frame = pd.DataFrame({c: np.concatenate([part[c] if c in part else np.full(n, None, dtype=object)
-                                                 for part, n in zip(parts, sizes)]) if parts else []
-                              for c in columns}, columns=columns)
-        return [ctx.write_file("predictions.csv", csv_text(frame))]
+        # Binary and typed: formatting ~10^6 floats as text was most of a cold report's table writing.
+        return [ctx.write_file("predictions.parquet", parquet_bytes(predictions_frame(ctx)))]
 
 
-def _component_names(data: Any) -> list[str]:
-    return list(data.component_names) or [f"component {c + 1}" for c in range(data.n_components)]
+@register_reporter("predictions-csv")
+class PredictionsCsvWriter(Reporter):
+    """predictions.csv: the rows of predictions.parquet as text, for spreadsheets (not written unless asked for)."""
 
+    def write(self, ctx: ReportContext) -> list[Path]:
+        from compbench.report.predictions import csv_frame, predictions_frame
 
-def _column(name: str) -> str:
-    # A component named like a fixed column must not overwrite it.
-    return f"component:{name}" if name in (*PREDICTION_COLUMNS, "output", "y", "prediction", "theory") else name
-
-
-def _label(data: Any, c: int, v: int) -> str:
-    label = getattr(data, "label", None)
-    return label(c, v) if callable(label) else str(v)
+        return [ctx.write_file("predictions.csv", csv_text(csv_frame(predictions_frame(ctx))))]
