@@ -9,7 +9,7 @@ from typing import Any
 
 from compbench.claims import Verdict, get_claim
 from compbench.claims.base import Subject
-from compbench.records import CellRecord, as_records
+from compbench.records import CellRecord, Status, as_records
 from compbench.suite import Expectation, matches_model
 from compbench.suite.expand import MemberIndex
 
@@ -41,11 +41,13 @@ def evaluate_expectations(
     found: dict[tuple[str, str], int] = defaultdict(int)
     for r in records:
         found[(r.group, r.task)] += 1
-    records = [r for r in records if not r.skipped]
+    records = [r for r in records if r.status is not Status.SKIPPED]
     # The cells the suite asks for, per (group, task): each expectation then looks only at its tasks.
     asked: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    asked_total: dict[tuple[str, str], int] = defaultdict(int)  # a group taken whole needs no look at its members
     for model, group, task, n in expected or ():
         asked[(group, task)].append((model, n))
+        asked_total[(group, task)] += n
     # Thousands of records share a few thousand models of a few sweep groups and a dozen tasks: patterns are matched
     # per group (a sweep selected by its name is taken whole) and each (task, pattern) once, not once per record.
     members = MemberIndex([*((r.model, r.group, tags.get(r.model, ())) for r in records),
@@ -86,8 +88,11 @@ def evaluate_expectations(
             if group not in chosen or not task_selected(task, exp.tasks):
                 continue
             ids = chosen[group]
+            if ids is None:
+                wanted[(group, task)] += asked_total[(group, task)]
+                continue
             for model, n in asked_members:
-                if ids is None or model in ids:
+                if model in ids:
                     wanted[(group, task)] += n
         for subject_task in wanted:
             groups.setdefault(subject_task, [])
