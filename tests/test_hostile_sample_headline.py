@@ -171,3 +171,28 @@ def test_the_site_history_draws_the_headline_accuracy(run):
     means = run_means(out, runs)
     assert means["heldout_acc_samples"][("Fixed", "te")] == [0.625]
     assert ("Fixed", "te") not in means.get("heldout_acc", {})
+
+
+def test_chance_and_kernel_claims_judge_the_headline_accuracy_over_images(tmp_path):
+    """at_chance and beats_kernel read the accuracy the leaderboard heads with: over images, 0.625, not 0.5 over cells.
+    Within 0.1 of chance over cells, 0.125 from it over images: the claim fails, and says which accuracy it read."""
+    (tmp_path / "fixed.py").write_text(MODEL.replace("class Fixed(Adapter):", "class Fixed(Adapter):\n    tags = ('lazy',)"),
+                                       encoding="utf-8")
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE + textwrap.dedent("""\
+          - {id: fixed, adapter: fixed.py:Fixed, tasks: [te]}
+        expectations:
+          - {id: chance, source: {paper: compbench, threshold: a test fixture}, claim: at_chance, models: [fixed],
+             tasks: [te], tolerance: 0.1}
+          - {id: beats, source: {paper: compbench, threshold: a test fixture}, claim: beats_kernel, models: [fixed],
+             tasks: [te], tolerance: 0.0}
+        """), encoding="utf-8")
+    out = tmp_path / "results"
+    res = cli("run", "--suite", str(suite), "--results", str(out), "--executor", "local", "--task", "te")
+    assert (out / "expectations.csv").exists(), res.text
+    verdicts = {r["expectation"]: r for r in csv.DictReader((out / "expectations.csv").open(encoding="utf-8"))}
+    chance = verdicts["chance"]
+    assert float(chance["measured"]) == pytest.approx(0.625), chance
+    assert chance["verdict"] == "FAIL" and "heldout_acc_samples" in chance["detail"], chance
+    assert "theory_acc_samples" in verdicts["beats"]["detail"], verdicts["beats"]  # the headline's theory twin
+    assert res.rc == 1, res.text
