@@ -1,9 +1,14 @@
 """A warm run that only reads (#34 item 3): a sweep's per-member claims read each one-seed member's values in one pass
-over its records (no mean_of call per member and metric), with the values mean_of gives."""
+over its records (no mean_of call per member and metric), with the values mean_of gives; and a warm run whose report
+is unchanged imports nothing that only computes, draws or renders (torch, pandas, matplotlib, scipy, tabulate)."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings
@@ -15,7 +20,7 @@ from compbench.claims.base import by_member, mean_of, unusable
 from compbench.outcome.expectations import evaluate_expectations
 from compbench.records import CellRecord, Status
 from compbench.suite import parse_suite
-from tiny_suites import sweep_suite
+from tiny_suites import cli, cli_env, sweep_suite
 
 VALUES = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=64), st.integers(-3, 3))
 
@@ -94,3 +99,26 @@ def test_a_sweeps_claims_read_its_one_seed_members_without_a_call_per_member(mon
             ("impossible", "k", "cd-1", "XFAIL", 0.0), ("impossible", "k", "cd-2", "XFAIL", 0.0)]
         calls[n] = counted[0]
     assert calls[6] == calls[2], calls  # 9 members or 36: the same calls (the details' means over all of them)
+
+
+# What a warm `run -q` with its report unchanged has no use for: training and theory (torch, scipy), the report's
+# frames, plots and rendered tables (pandas, matplotlib, tabulate and its wcwidth), the writers' own modules.
+NOT_ON_A_WARM_RUN = ("torch", "scipy", "pandas", "matplotlib", "tabulate", "wcwidth", "compbench.report.plots",
+                     "compbench.report.html", "compbench.report.markdown")
+
+
+def test_a_warm_quiet_run_imports_nothing_that_computes_draws_or_renders(tmp_path: Path):
+    suite, out = tmp_path / "sweep.yaml", tmp_path / "out"
+    suite.write_text(sweep_suite(3))
+    argv = ["run", "--suite", str(suite), "--results", str(out), "--quiet"]
+    assert cli(*argv).rc == 0  # cold: every cell computed, the report written
+    code = (f"import json, sys; from compbench.cli import main; rc = main({argv!r}); "
+            "print(json.dumps([rc, sorted(sys.modules)]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=600)
+    assert done.returncode == 0, done.stderr
+    *said, last = done.stdout.strip().splitlines()
+    rc, modules = json.loads(last)
+    assert rc == 0 and "0 cells run, 20 reused from the cache" in said[0], done.stdout
+    assert "report unchanged" in done.stdout, done.stdout
+    imported = sorted(m for m in modules if m.split(".")[0] in NOT_ON_A_WARM_RUN or m in NOT_ON_A_WARM_RUN)
+    assert imported == [], imported
