@@ -15,11 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compbench.claims import base as claims_base
+from compbench.claims import get_claim
 from compbench.claims import builtin as claims_builtin
 from compbench.claims.base import by_member, mean_of, unusable
 from compbench.outcome.expectations import evaluate_expectations
 from compbench.records import CellRecord, Status
-from compbench.suite import parse_suite
+from compbench.suite import Expectation, matches_model, parse_suite
 from tiny_suites import cli, cli_env, sweep_suite
 
 VALUES = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True, width=64), st.integers(-3, 3))
@@ -122,3 +123,57 @@ def test_a_warm_quiet_run_imports_nothing_that_computes_draws_or_renders(tmp_pat
     assert "report unchanged" in done.stdout, done.stdout
     imported = sorted(m for m in modules if m.split(".")[0] in NOT_ON_A_WARM_RUN or m in NOT_ON_A_WARM_RUN)
     assert imported == [], imported
+
+
+CROSS_MEMBERS = [("sw[w=0]", "sw"), ("sw[w=1]", "sw"), ("swap", "swap"), ("lazy", "lazy"), ("k", "k")]
+CROSS_TASKS = ["cd-1", "cd-2", "te"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(cells=st.lists(st.tuples(st.sampled_from(CROSS_MEMBERS), st.sampled_from(CROSS_TASKS), st.integers(0, 1),
+                                st.sampled_from(["ok", "ok", "ok", "skipped", "error"]), st.sampled_from([0.0, 0.5, 1.0])),
+                      max_size=30, unique_by=lambda c: (c[0], c[1], c[2])),
+       models=st.lists(st.sampled_from(["sw", "sw[[]w=1*", "swap", "lazy", "@lazy", "k", "s*", "nothing"]), min_size=2,
+                       max_size=3, unique=True),
+       tasks=st.lists(st.sampled_from(["cd-1", "cd-2", "te", "cd-*", "*", "none"]), min_size=2, max_size=3, unique=True),
+       claim=st.sampled_from(["ordered", "close"]), over=st.sampled_from(["tasks", "models"]))
+def test_a_cross_cell_claim_gives_the_verdicts_it_gives_on_every_record(cells, models, tasks, claim, over):
+    # An ordered or close expectation is handed the records of the groups and tasks it names, not all of them:
+    # its verdicts are those it gives when it scans every record (the rule before #34 item 3).
+    records = [CellRecord(key=f"{m}|{t}|{s}", task=t, model=m, group=g, seed=s, status=Status(status),
+                          metrics={"heldout_acc": acc} if status == "ok" else {})
+               for (m, g), t, s, status, acc in cells]
+    tags = {"lazy": {"lazy"}, "k": {"kernels"}}
+    exp = Expectation(id="e", claim=claim, models=models, tasks=tasks, over=over, metric="heldout_acc")
+    got = evaluate_expectations([exp], records, tags)
+    judged = [r for r in records if r.status is not Status.SKIPPED]
+
+    def selects(r: CellRecord, pattern: str) -> bool:
+        return matches_model(r.model, r.group, tags.get(r.model, set()), [pattern])
+
+    want = get_claim(claim).judge_all(exp.claim_params(), exp, judged, selects)
+    assert repr(got) == repr(want)
+
+
+def test_a_cross_cell_claim_is_handed_the_records_of_its_groups_and_tasks(monkeypatch):
+    loaded = parse_suite(sweep_suite(3), "sweep.yaml")
+    tasks = ("cd-1", "cd-2", "other")
+    records = [CellRecord(key=f"{m.id}|{t}", task=t, model=m.id, group=m.group, seed=0, status=Status.OK,
+                          kind="classification", metrics={"heldout_acc": 1.0, "theory_acc": 1.0, "theory_r2": 1.0,
+                                                           "theory_max_abs_diff": 0.0})
+               for m in loaded.models for t in tasks]
+    seen: list[list[tuple[str, str]]] = []
+    real = claims_builtin.Ordered.judge_all
+
+    def handed(self, params, expectation, recs, selects):
+        seen.append([(r.model, r.task) for r in recs])
+        return real(self, params, expectation, recs, selects)
+
+    monkeypatch.setattr(claims_builtin.Ordered, "judge_all", handed)
+    order = [e for e in loaded.suite.expectations if e.id == "order"]
+    verdicts = evaluate_expectations(order, records, loaded.tags)
+    assert [(v.subject, v.task, v.status, v.measured) for v in verdicts] == [("sw", "cd-1 > cd-2", "PASS", 0.0)]
+    # `order` compares the sweep sw on cd-1 and cd-2: k's records there and everyone's on `other` are not its business
+    # except as the sweep's own records (all 9 members on its three tasks) and the tasks' other records (k on cd-1, cd-2).
+    assert seen == [[(r.model, r.task) for r in records if r.group == "sw" or r.task != "other"]]
+    assert len(seen[0]) == 9 * 3 + 2 < len(records)

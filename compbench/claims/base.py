@@ -86,7 +86,8 @@ class Claim:
     """Base of claims: `Params`, the task kinds and metrics it applies to, and `judge`.
 
     A per-cell claim (`per_cell = True`) gets one `judge` call per (model or sweep, task); a
-    cross-cell claim overrides `judge_all`, which sees every matched record at once.
+    cross-cell claim overrides `judge_all`, which sees every matched record at once: the records, in suite order, of
+    each sweep group with a member its model patterns select and of each task its task patterns match.
     """
 
     name: ClassVar[str] = ""

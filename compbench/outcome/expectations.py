@@ -73,7 +73,8 @@ def evaluate_expectations(
         if not claim.per_cell:
             if partial and not _every_pattern_ran(exp, records, selects, task_selected):
                 continue  # part of what it compares did not run (--model, --task): not judged, not failed
-            verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
+            mine = _cross_cell_records(exp, records, by_group_task, members.selected(exp.models), task_selected)
+            verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), mine, selects))
             continue
         chosen = members.selected(exp.models)  # group → the members selected (None: all of them)
         groups: dict[tuple[str, str], list[CellRecord]] = {}
@@ -112,6 +113,18 @@ def evaluate_expectations(
                 continue  # every cell of it skipped as invalid (`skip_invalid: true`): nothing to judge, nothing failed
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return _with_known_failures(expectations, verdicts, records, tags, profile)
+
+
+def _cross_cell_records(exp: Expectation, records: list[CellRecord], by_group_task: Mapping[tuple[str, str], list[CellRecord]],
+                        chosen: Mapping[str, Any], task_selected: Any) -> list[CellRecord]:
+    """The records a cross-cell claim can read, in suite order: those of a sweep group with a member its model patterns
+    select, and those of a task its task patterns match (`ordered` and `close` read no other: a group is compared
+    when one of its records is selected, a task when one of its records is there; every other record was scanned by
+    each such claim for nothing)."""
+    keep = {gt for gt in by_group_task if gt[0] in chosen or task_selected(gt[1], exp.tasks)}
+    if len(keep) == len(by_group_task):
+        return records
+    return [r for r in records if (r.group, r.task) in keep]
 
 
 def _every_pattern_ran(exp: Expectation, records: list[CellRecord], selects: Any, task_selected: Any) -> bool:
