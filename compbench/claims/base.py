@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from compbench.records import TASK_KINDS, CellRecord, as_records
+from compbench.records import TASK_KINDS, CellRecord, Status, as_records
 from compbench.records.metric_facts import NA_UNJUDGEABLE
 from compbench.params import StrictParams
 from compbench.registry import PluginError, Registry, named_instance, require_subclass
@@ -86,7 +86,8 @@ class Claim:
     """Base of claims: `Params`, the task kinds and metrics it applies to, and `judge`.
 
     A per-cell claim (`per_cell = True`) gets one `judge` call per (model or sweep, task); a
-    cross-cell claim overrides `judge_all`, which sees every matched record at once.
+    cross-cell claim overrides `judge_all`, which sees every matched record at once: the records, in suite order, of
+    each sweep group with a member its model patterns select and of each task its task patterns match.
     """
 
     name: ClassVar[str] = ""
@@ -160,17 +161,43 @@ def finite(vals: Any) -> list[float]:
 def mean_of(records: list[Record], metric: str) -> float:
     """Mean of a metric over records (NaN when none has it)."""
     records = as_records(records)
-    vals = finite(r.metric(metric) for r in records)
+    vals = finite(r.metrics.get(metric) for r in records)
     if len(vals) == 1:
         return vals[0]  # what np.mean gives (x / 1 is exact), without its overhead: one seed per member is common
     return float(np.mean(vals)) if vals else float("nan")
 
 
+def member_means(records: list[Record], metrics: tuple[str, ...]) -> dict[str, tuple[float, ...]]:
+    """Each member's (model id's) `mean_of` of each metric, in the records' member order: one pass over the records."""
+    # A sweep's claims read thousands of one-seed members: a member with one record takes its value as mean_of
+    # would (finite, else NaN) without a list and a call per (member, metric); several seeds go through mean_of.
+    members: dict[str, list[Record]] = {}
+    for r in as_records(records):
+        rs = members.get(r.model)
+        if rs is None:
+            members[r.model] = [r]
+        else:
+            rs.append(r)
+    out: dict[str, tuple[float, ...]] = {}
+    nan = float("nan")
+    for member, rs in members.items():
+        if len(rs) == 1:
+            got = rs[0].metrics
+            row = []
+            for metric in metrics:
+                v = got.get(metric)
+                f = nan if v is None else float(v)
+                row.append(f if math.isfinite(f) else nan)
+            out[member] = tuple(row)
+        else:
+            out[member] = tuple(mean_of(rs, metric) for metric in metrics)
+    return out
+
+
 def by_member(records: list[Record]) -> dict[str, list[Record]]:
     """Records per model id (sweep member)."""
-    records = as_records(records)
     out: dict[str, list[Record]] = defaultdict(list)
-    for r in records:
+    for r in as_records(records):
         out[r.model].append(r)
     return dict(out)
 
@@ -185,22 +212,28 @@ def usable(claim: Claim, expectation: str, subject: Subject, needs: tuple[str, .
 
 def unusable(records: list[Record], needs: tuple[str, ...] = ()) -> str | None:
     """Why these records cannot support a verdict (failed cells, none finished, a metric missing), or None."""
-    records = as_records(records)
-    errors = [r for r in records if r.failed]
-    ok = [r for r in records if r.ok]
+    errors: list[Record] = []
+    ok: list[Record] = []
+    for r in as_records(records):
+        status = r.status  # compared here, not through r.failed and r.ok: thousands of records per cross-cell claim
+        if status is Status.ERROR:
+            errors.append(r)
+        elif status is Status.OK:
+            ok.append(r)
     if errors:
         return f"{len(errors)} cell(s) failed: {errors[0].message}"
     if not ok:
         return "no finished cells"
     for metric in needs:
-        na = [r for r in ok if metric in r.not_applicable] if metric in NA_UNJUDGEABLE else []
-        if na:
-            return f"not applicable: {metric} of {na[0].model} says nothing here ({na[0].not_applicable[metric]})"
-        missing = [r for r in ok if r.metric(metric) is None]
-        if missing:
+        # The reasons keep their order: not applicable, then missing, then not finite (checked once none is missing).
+        na = next((r for r in ok if metric in r.not_applicable), None) if metric in NA_UNJUDGEABLE else None
+        if na is not None:
+            return f"not applicable: {metric} of {na.model} says nothing here ({na.not_applicable[metric]})"
+        missing = next((r for r in ok if r.metrics.get(metric) is None), None)
+        if missing is not None:
             why = " (the model has no kernel-theory prediction)" if metric.startswith("theory") else ""
-            return f"not applicable: {missing[0]['model']} does not produce {metric}{why}"
-        if not all(math.isfinite(float(r.metrics[metric])) for r in ok):  # every one has it (`missing` is empty)
+            return f"not applicable: {missing['model']} does not produce {metric}{why}"
+        if not all(math.isfinite(float(r.metrics[metric])) for r in ok):  # every one has it (none is missing)
             return f"{metric} is not finite for some seed"
     return None
 

@@ -18,6 +18,7 @@ from compbench.claims.base import (
     by_member,
     failed,
     mean_of,
+    member_means,
     register_claim,
     unusable,
     usable,
@@ -191,6 +192,8 @@ def _per_member(claim: Claim, expectation: str, subject: Subject, *metrics: str)
     refused, ok = usable(claim, expectation, subject, tuple(m for m in metrics if m not in SEED_STATISTICS))
     if refused:
         return refused, [], []
+    if not any(m in SEED_STATISTICS for m in metrics):
+        return None, ok, list(member_means(ok, metrics).values())
     values = []
     for member, rs in by_member(ok).items():
         row = []
@@ -355,7 +358,7 @@ class Ordered(Claim):
 
     def _statistic(self, params: OrderedParams, recs: list[Record]) -> float:
         ok = [r for r in recs if r.ok]
-        per_member = [mean_of(rs, params.metric) for rs in by_member(ok).values()]
+        per_member = [v for (v,) in member_means(ok, (params.metric,)).values()]
         if params.statistic == "count_perfect":
             return float(sum(v >= 1 - 1e-9 for v in per_member))
         return float(np.mean(per_member)) if per_member else float("nan")

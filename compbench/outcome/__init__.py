@@ -134,14 +134,15 @@ def verdict_counts(verdicts: list[Verdict]) -> str:
     return f"{n['PASS']}/{len(verdicts)} pass" + (f" ({', '.join(extra)})" if extra else "")
 
 
+_STATES = {Status.OK: CellState.OK, Status.ERROR: CellState.FAILED, Status.SKIPPED: CellState.SKIPPED}
+
+
 def _state(record: CellRecord | None, code: str) -> CellState:
     if record is None:
         return CellState.MISSING
     if record.code != code:
         return CellState.STALE
-    if record.failed:
-        return CellState.FAILED
-    return CellState.SKIPPED if record.skipped else CellState.OK
+    return _STATES[record.status]
 
 
 def judge(loaded: LoadedSuite, jobs: list[Job], found: Sequence[Mapping[str, CellRecord]], *, profile: str | None = None,

@@ -9,7 +9,7 @@ from typing import Any
 
 from compbench.claims import Verdict, get_claim
 from compbench.claims.base import Subject
-from compbench.records import CellRecord, as_records
+from compbench.records import CellRecord, Status, as_records
 from compbench.suite import Expectation, matches_model
 from compbench.suite.expand import MemberIndex
 
@@ -41,11 +41,13 @@ def evaluate_expectations(
     found: dict[tuple[str, str], int] = defaultdict(int)
     for r in records:
         found[(r.group, r.task)] += 1
-    records = [r for r in records if not r.skipped]
+    records = [r for r in records if r.status is not Status.SKIPPED]
     # The cells the suite asks for, per (group, task): each expectation then looks only at its tasks.
     asked: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    asked_total: dict[tuple[str, str], int] = defaultdict(int)  # a group taken whole needs no look at its members
     for model, group, task, n in expected or ():
         asked[(group, task)].append((model, n))
+        asked_total[(group, task)] += n
     # Thousands of records share a few thousand models of a few sweep groups and a dozen tasks: patterns are matched
     # per group (a sweep selected by its name is taken whole) and each (task, pattern) once, not once per record.
     members = MemberIndex([*((r.model, r.group, tags.get(r.model, ())) for r in records),
@@ -71,7 +73,8 @@ def evaluate_expectations(
         if not claim.per_cell:
             if partial and not _every_pattern_ran(exp, records, selects, task_selected):
                 continue  # part of what it compares did not run (--model, --task): not judged, not failed
-            verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), records, selects))
+            mine = _cross_cell_records(exp, records, by_group_task, members.selected(exp.models), task_selected)
+            verdicts.extend(claim.judge_all(params, exp.model_copy(update={"id": name}), mine, selects))
             continue
         chosen = members.selected(exp.models)  # group → the members selected (None: all of them)
         groups: dict[tuple[str, str], list[CellRecord]] = {}
@@ -86,8 +89,11 @@ def evaluate_expectations(
             if group not in chosen or not task_selected(task, exp.tasks):
                 continue
             ids = chosen[group]
+            if ids is None:
+                wanted[(group, task)] += asked_total[(group, task)]
+                continue
             for model, n in asked_members:
-                if ids is None or model in ids:
+                if model in ids:
                     wanted[(group, task)] += n
         for subject_task in wanted:
             groups.setdefault(subject_task, [])
@@ -107,6 +113,18 @@ def evaluate_expectations(
                 continue  # every cell of it skipped as invalid (`skip_invalid: true`): nothing to judge, nothing failed
             verdicts.append(claim.judge(params, name, Subject(subject, task, recs)))
     return _with_known_failures(expectations, verdicts, records, tags, profile)
+
+
+def _cross_cell_records(exp: Expectation, records: list[CellRecord], by_group_task: Mapping[tuple[str, str], list[CellRecord]],
+                        chosen: Mapping[str, Any], task_selected: Any) -> list[CellRecord]:
+    """The records a cross-cell claim can read, in suite order: those of a sweep group with a member its model patterns
+    select, and those of a task its task patterns match (`ordered` and `close` read no other: a group is compared
+    when one of its records is selected, a task when one of its records is there; every other record was scanned by
+    each such claim for nothing)."""
+    keep = {gt for gt in by_group_task if gt[0] in chosen or task_selected(gt[1], exp.tasks)}
+    if len(keep) == len(by_group_task):
+        return records
+    return [r for r in records if (r.group, r.task) in keep]
 
 
 def _every_pattern_ran(exp: Expectation, records: list[CellRecord], selects: Any, task_selected: Any) -> bool:

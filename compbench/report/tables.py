@@ -11,7 +11,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tabulate import tabulate
 
 if TYPE_CHECKING:  # pandas is imported where a frame is built: the terminal leaderboard needs none
     import pandas as pd
@@ -53,6 +52,8 @@ class Table:
     folded_label: str = ""
 
     def _markdown(self, rows: Iterable[int]) -> str:
+        from tabulate import tabulate  # imported where a table is rendered: a warm `run -q` prints none
+
         cells = [[f"**{md_cell(c)}**" if (i, j) in self.best else md_cell(c) for j, c in enumerate(self.rows[i])] for i in rows]
         return tabulate(cells, headers=[md_cell(h) for h in self.headers], tablefmt="github", disable_numparse=True)
 
