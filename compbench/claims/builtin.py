@@ -433,7 +433,7 @@ class Close(Ordered):
 
     def validate(self, params: OrderedParams, expectation: Any) -> list[tuple[str, str]]:
         listed = expectation.tasks if params.over == "tasks" else expectation.models
-        problems = [] if len(listed) >= 2 else [(params.over, "'close' needs at least 2 entries to compare")]
+        problems: list[tuple[str, str]] = [] if len(listed) >= 2 else [(params.over, "'close' needs at least 2 entries to compare")]
         if params.tolerance is not None and params.tolerance < 0:
             problems.append(("tolerance", f"'close' allows a spread up to its tolerance, which must be ≥ 0, got {params.tolerance:g}"))
         return problems
