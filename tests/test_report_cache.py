@@ -123,3 +123,20 @@ def test_a_damaged_manifest_rewrites_everything(tmp_path, capsys):
     assert "skipped" not in text.rstrip().splitlines()[-1]
     assert _untouched([p for p in files if p.parent.name != "plots"]) == set()
     assert json.loads((out / MANIFEST_FILE).read_text()).keys() == {"md", "csv", "html", "png", "predictions"}
+
+
+def test_a_new_version_of_a_library_the_report_writes_with_rewrites_it(tmp_path, capsys, monkeypatch):
+    """numpy, pandas, matplotlib and pyarrow (the parquet writer) each enter the report's inputs: another version of any
+    of them rewrites the report; the same versions leave it cached."""
+    import compbench.report.publish as publish
+
+    suite, out = tmp_path / "cachey.yaml", tmp_path / "out"
+    suite.write_text(SUITE)
+    _run(suite, out, capsys)
+    assert "report unchanged" in _run(suite, out, capsys)
+    real = publish._lib_version
+    for lib in ("numpy", "pandas", "matplotlib", "pyarrow"):
+        monkeypatch.setattr(publish, "_lib_version", lambda name, lib=lib: "0.0-other" if name == lib else real(name))
+        assert "report unchanged" not in _run(suite, out, capsys), lib
+        monkeypatch.setattr(publish, "_lib_version", real)
+        _run(suite, out, capsys)  # back to the installed versions: rewritten once more

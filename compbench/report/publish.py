@@ -313,7 +313,7 @@ def _hash_besides_records(loaded: LoadedSuite, formats: tuple[str, ...],
     from compbench import __version__
 
     h = hashlib.sha256(__version__.encode())
-    for lib in ("numpy", "pandas", "matplotlib"):
+    for lib in ("numpy", "pandas", "matplotlib", "pyarrow"):
         h.update(f"{lib}={_lib_version(lib)}".encode())
     for src in sorted(Path(__file__).parent.glob("*.py")):  # the report's own code: a fixed bug redraws
         h.update(src.read_bytes())
