@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="GPU fraction Ray reserves per job on CUDA, so small cells share a GPU (default 0.25)")
     _verbosity(run, "no progress display and no leaderboard table (the summary line, failing expectations and errors only)",
                "a progress line for every finished job, and every failed seed's error")
-    run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; any registered writer)")
+    run.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; predictions is predictions.parquet, "
+                          "predictions-csv the same table as CSV; any registered writer: compbench list)")
     _limit_options(run)
     _threads_option(run)
     run.set_defaults(func=cmd_run)
@@ -128,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     _verbosity(rep, "no leaderboard table (the headline, failing expectations and errors only)", "every failed seed's error, not only the first per cell")
     rep.add_argument("--profile", help="report this profile's cells, not those of the profile the last run used (summary.json "
                                       "records it; default: no profile)")
-    rep.add_argument("--format", default=",".join(DEFAULT_FORMATS), help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)})")
+    rep.add_argument("--format", default=",".join(DEFAULT_FORMATS),
+                     help=f"report formats, comma-separated (default {','.join(DEFAULT_FORMATS)}; predictions-csv adds predictions.csv)")
     rep.set_defaults(func=cmd_report)
     def run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--suite", required=True, help="suite name or path")
