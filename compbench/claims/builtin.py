@@ -124,7 +124,7 @@ class AtChance(_PerMember):
         (metric,) = self.compared(params, ok)
         val = max((a for (a,) in values), key=lambda a: abs(a - 0.5))
         return _Reading(val, f"|acc − 0.5| ≤ {tol:g}", abs(val - 0.5) <= tol,
-                       f"{metric}, mean over seeds; separation {mean_of(ok, 'separation'):+.3g}")
+                       f"{METRICS[metric].label}, mean over seeds; separation {mean_of(ok, 'separation'):+.3g}")
 
 
 @register_claim("beats_kernel")
