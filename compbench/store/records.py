@@ -1,6 +1,8 @@
-"""The result store: SQLite in WAL mode, one row per finished cell, committed as each job finishes.
+"""The result store: SQLite in WAL mode, one row per finished cell, committed as each job finishes or, staged, with the
+records that finished beside it.
 
-A killed process loses at most the job in flight (a transaction is all or nothing); several
+A killed process loses at most the jobs in flight, and with staged records (`stage`) those finished in the last
+COMMIT_WINDOW seconds (a transaction is all or nothing); several
 processes can write the same store at once (WAL + busy timeout); a file that is not a compbench
 store of this schema version (garbage, corrupt, another program's database, another schema) is
 refused with a message naming it and is never written to; a store deleted or replaced while a run
@@ -16,7 +18,7 @@ import secrets
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 from compbench.store.claim_owner import CLAIM_TTL, claim_is_live, process_owner, process_start_time  # noqa: F401 (re-exported)
-from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read
+from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read, relabelled as _relabelled
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 # Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
@@ -56,6 +58,13 @@ _CHECKED_WHOLE = ("meta", "claims")
 # The current row of each cell, in row order: latest() reads these rows only, not the superseded ones every recomputed
 # cell leaves behind (a full scan read them all, so each recompute made every later warm run slower).
 _CURRENT_INDEX = "CREATE INDEX IF NOT EXISTS records_current ON records (id) WHERE superseded = 0"
+# How long a staged record may wait for the records that finish after it (`stage`, `commit_staged`): a run stores the
+# results that arrive within it in one transaction, not one each (15 057 transactions of a cold kernel-limits run were
+# 6.4 s of its parent's time), and a SIGKILL of the run loses at most this much finished work more than the jobs in
+# flight. Every other write, a read of the records and closing the store commit what is staged first.
+COMMIT_WINDOW = 0.1
+# Below SQLite's limit on bound variables (999 before SQLite 3.32).
+_CHUNK = 900
 _ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
 
 
@@ -168,6 +177,8 @@ class ResultStore:
         # _verify makes, so a run that reads its cache before its first write reads the rows once, not twice.
         self._read_whole: tuple[int, ...] | None = None
         self.run_id: str | None = None  # the run whose records `append` stores (begin_run), None outside one
+        self._staged: list[tuple[Any, ...]] = []  # rows `stage` keeps for the next write transaction, oldest first
+        self._staged_at = 0.0  # time.monotonic() when the oldest of them was staged
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -350,15 +361,24 @@ class ResultStore:
                 try:
                     self._verify(db)
                 except BaseException:
-                    self.close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
+                    self._close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
                     raise
             self._verified = True
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
             self._index(db)
+            staged = list(self._staged)
             with _immediate(db):
-                self._check_same_file()
+                try:
+                    self._check_same_file()
+                except StoreGoneError:
+                    self._staged = []  # nowhere anyone reads: the error says they are lost, once
+                    raise
+                self._insert(db, staged)  # first: a write after them (an append, a claim released) sees them stored
                 yield db
+            # Committed: only now are they off the list (a transaction rolled back, by Ctrl-C too, leaves them staged
+            # for the next write, which end_run and release_all, run as every run stops, always are).
+            self._staged = self._staged[len(staged):]
 
     def open(self, write: bool = False) -> None:
         """Open the store now (creating it when `write`), so a file that cannot be used fails early.
@@ -379,22 +399,30 @@ class ResultStore:
             self._check_same_file()
 
     def __iter__(self) -> Iterator[CellRecord]:
+        return self._current_rows(None)
+
+    def _current_rows(self, wanted: frozenset[str] | None) -> Iterator[CellRecord]:
+        """The current rows' records, in row order; with `wanted`, only those of these keys are decoded and yielded."""
+        self.commit_staged()  # a read sees every record this process stored
         with self._errors():
             db = self._connect(create=False)
             if db is None:
                 return
             state = self._file_state()
             try:
-                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
+                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"), wanted)
             except sqlite3.DatabaseError:
-                self.close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
+                self._close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
                 raise
             if state == self._file_state():  # every current row read, in a file no checkpoint changed meanwhile
                 self._read_whole = state
 
-    def _rows(self, rows: Any) -> Iterator[CellRecord]:
-        """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
+    def _rows(self, rows: Any, wanted: frozenset[str] | None = None) -> Iterator[CellRecord]:
+        """The records of rows selected as _ROW (of `wanted` keys only, when given: no other row's JSON is decoded); a
+        damaged one is skipped and remembered by its key."""
         for key, text, token, light in rows:
+            if wanted is not None and key not in wanted:
+                continue
             try:
                 record = _read(text, light, token)
             except _DAMAGE as exc:
@@ -411,17 +439,22 @@ class ResultStore:
                 print(f"compbench: warning: {self.path}: the stored record of cell {key} is damaged ({why}); it "
                       f"counts as missing and `compbench run` computes it again", file=sys.stderr)
 
-    def latest(self, keys: list[str] | None = None) -> dict[str, CellRecord]:
-        """The newest readable record per cell key (only `keys`, when given); damaged rows are named and skipped."""
-        out = {r.key: r for r in self}
+    def latest(self, keys: Iterable[str] | None = None) -> dict[str, CellRecord]:
+        """The newest readable record per cell key (only `keys`, when given: the JSON of no other row is decoded, so a
+        run reads its own cells' records, not every record of a store shared with other suites or holding cells its
+        suite no longer has); damaged rows are named and skipped."""
+        wanted = None if keys is None else frozenset(keys)
+        out = {r.key: r for r in self._current_rows(wanted)}
         self._report_damaged(out)
-        return out if keys is None else {k: out[k] for k in keys if k in out}
+        return out
 
     def lookup(self, keys: list[str], since: float | None = None) -> dict[str, CellRecord]:
         """The newest stored record for each of `keys` that has one, stored at or after `since` if given.
 
-        Reads the file again each time, so it sees other processes' writes.
+        Reads the file again each time, so it sees other processes' writes (and this one's staged records, committed
+        first).
         """
+        self.commit_staged()
         with self._errors():
             db = self._connect(create=False)
             if db is None or not keys:
@@ -465,7 +498,7 @@ class ResultStore:
             db.executemany("DELETE FROM claims WHERE job = ? AND owner = ?", [(job, me) for job in jobs])
 
     def release_all(self) -> None:
-        """Drop every claim this process holds (a run that stops leaves none behind)."""
+        """Drop every claim this process holds (a run that stops leaves none behind); what is staged is committed with it."""
         if self._db is not None:
             with self._write() as db:
                 db.execute("DELETE FROM claims WHERE owner = ?", (process_owner(),))
@@ -477,16 +510,47 @@ class ResultStore:
             return [] if db is None else [tuple(r) for r in db.execute("SELECT job, owner, created FROM claims")]
 
     def append(self, records: list[CellRecord]) -> None:
-        """Store one finished job's records in a single transaction; older records of the same keys are kept, superseded."""
+        """Store records in a single transaction, with any staged before them; older records of the same keys are kept,
+        superseded."""
+        self.stage(records)
+        self.commit_staged()
+
+    def stage(self, records: list[CellRecord]) -> None:
+        """Keep one finished job's records for the next write transaction (all of them or none, as with `append`):
+        `commit_staged` commits them, as does every other write, a read of the records and `close`."""
         rows = [
             (r.key, r.suite, r.status.value, time.time(), json.dumps(r.to_dict(), default=_jsonable), self.run_id)
             for r in as_records(records)
         ]
+        if rows and not self._staged:
+            self._staged_at = time.monotonic()
+        self._staged.extend(rows)
+
+    def commit_staged(self, window: float = 0.0) -> float | None:
+        """Commit the staged records in one transaction once the oldest has waited `window` seconds; the seconds left
+        until it has (None: nothing is staged), for a caller that waits meanwhile to wait no longer."""
+        if not self._staged:
+            return None
+        left = self._staged_at + window - time.monotonic()
+        if left > 0:
+            return left
+        with self._write():
+            pass  # _write commits what is staged
+        return None
+
+    def _insert(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        """Insert rows as the current ones of their keys: the rows stored before of those keys, and a row followed by
+        another of its key in `rows`, are marked superseded."""
+        if not rows:
+            return
         keys = sorted({r[0] for r in rows})
-        with self._write() as db:  # one transaction: all of the job's records or none
-            db.execute(f"UPDATE records SET superseded = 1 WHERE superseded = 0 AND key IN ({','.join('?' * len(keys))})",
-                       keys)
-            db.executemany("INSERT INTO records (key, suite, status, created, record, run) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i:i + _CHUNK]
+            db.execute(f"UPDATE records SET superseded = 1 WHERE superseded = 0 AND key IN ({','.join('?' * len(chunk))})",
+                       chunk)
+        last = {r[0]: n for n, r in enumerate(rows)}
+        db.executemany("INSERT INTO records (key, suite, status, created, record, run, superseded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [(*r, int(last[r[0]] != n)) for n, r in enumerate(rows)])
 
     # -- runs: one row per `run` / `evaluate`, its provenance, and the cells it reported -----------------
 
@@ -543,7 +607,7 @@ class ResultStore:
                 chunk = keys[i:i + 900]
                 sql = f"SELECT {_ROW} FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
                 found.update({r.key: r for r in self._rows(db.execute(sql, [last, *chunk]))})
-        return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
+        return [_relabelled(found[key], model=model, task=task, group=group, suite=run.suite)
                 for key, model, task, _seed, group in cells if key in found]
 
     def copy_to(self, target: Path) -> bool:
@@ -567,7 +631,14 @@ class ResultStore:
         return True
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Commit what is staged, then close the database connection (also when that commit fails: its error is raised)."""
+        try:
+            if self._staged and self._db is not None and self._verified:  # not verified: refused before any write
+                self.commit_staged()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
