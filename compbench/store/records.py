@@ -28,6 +28,8 @@ from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 from compbench.store.claim_owner import CLAIM_TTL, claim_is_live, process_owner, process_start_time  # noqa: F401 (re-exported)
+from compbench.store.sqlite_file import SQLITE_MAGIC  # noqa: F401 (re-exported)
+from compbench.store.sqlite_file import ADVICE as _ADVICE, describe as _describe, immediate as _immediate
 from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read, relabelled as _relabelled
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
@@ -37,7 +39,6 @@ READABLE_LAYOUTS = (1, 2)
 # The cache key's own version: not the layout's, so a layout change leaves every stored cell reusable.
 KEY_SCHEMA = 1
 STORE_FILE = "records.sqlite"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _TABLES = {
     "meta": "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
@@ -65,7 +66,6 @@ _CURRENT_INDEX = "CREATE INDEX IF NOT EXISTS records_current ON records (id) WHE
 COMMIT_WINDOW = 0.1
 # Below SQLite's limit on bound variables (999 before SQLite 3.32).
 _CHUNK = 900
-_ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
 
 
 @dataclass(frozen=True)
@@ -110,56 +110,6 @@ def _jsonable(obj: Any) -> Any:
         return obj.tolist()
     raise TypeError(f"not JSON serialisable: {type(obj)}")
 
-
-def _describe(path: Path, exc: BaseException) -> str:
-    """What is wrong with the store file, in words, and what to do about it."""
-    name = getattr(exc, "sqlite_errorname", "")
-    advice = _ADVICE.format(path=path)
-    if path.is_dir():
-        return f"{path}: is a directory, not a compbench store file; {advice}"
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except OSError:
-        head = SQLITE_MAGIC
-    if head and len(head) == len(SQLITE_MAGIC) and head != SQLITE_MAGIC or name == "SQLITE_NOTADB":
-        return f"{path}: not a compbench store: not an SQLite database (a corrupt file or another kind of file); {advice}"
-    if name.startswith("SQLITE_CORRUPT") or "malformed" in str(exc):
-        return f"{path}: the compbench store is corrupt (damaged or truncated: {exc}); {advice}"
-    if name.startswith("SQLITE_READONLY") or isinstance(exc, PermissionError) or "readonly" in str(exc):
-        return (f"{path}: the store is read-only (the file or its directory cannot be written: {exc}); "
-                "make it writable, or use another results directory (--results DIR)")
-    if name.startswith("SQLITE_CANTOPEN") or isinstance(exc, OSError):
-        return (f"{path}: the store cannot be opened for writing ({exc}): a read-only directory, missing "
-                "permissions, or a -wal/-shm file that is not a file; use another results directory (--results DIR)")
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return f"{path}: the store stayed locked by another process ({exc}); try again when it has finished"
-    if name == "SQLITE_FULL":
-        return f"{path}: the disk is full ({exc}); free space and run the same command again"
-    return f"{path}: SQLite error {name or type(exc).__name__}: {exc}; {advice}"
-
-
-
-@contextmanager
-def _immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back on any exception (Ctrl-C too).
-
-    A Ctrl-C can land between two bytecodes anywhere, also just after BEGIN returned or in the handler before its
-    ROLLBACK ran: the transaction, and the store's write lock, then stayed open, and the next writer in this
-    process (another connection: SQLite's busy wait, 60 s, in C, where Ctrl-C is not seen) hung. So BEGIN is inside
-    the guarded block, the rollback is of whatever transaction is open, and a transaction an interrupt left open
-    before is rolled back before a new one begins.
-    """
-    try:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        db.execute("BEGIN IMMEDIATE")
-        yield
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
 
 class ResultStore:
     """Records of one results directory in `<dir>/records.sqlite`."""
