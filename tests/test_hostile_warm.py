@@ -49,17 +49,23 @@ def warm(tmp_path: Path) -> tuple[Path, Path]:
     return suite, out
 
 
-def test_a_warm_run_decodes_no_stored_predictions_and_reports_the_same(warm, monkeypatch):
-    suite, out = warm
-    before = _report(out)
+def _count_decodes(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every text json.loads decodes from now until monkeypatch.undo(), in order (the list fills as they happen)."""
     decoded: list[str] = []
     loads = json.loads
 
-    def counting(text, *args, **kwargs):
+    def counting(text, *args, **kwargs):  # type: ignore[no-untyped-def]
         decoded.append(text if isinstance(text, str) else text.decode())
         return loads(text, *args, **kwargs)
 
     monkeypatch.setattr(json, "loads", counting)
+    return decoded
+
+
+def test_a_warm_run_decodes_no_stored_predictions_and_reports_the_same(warm, monkeypatch):
+    suite, out = warm
+    before = _report(out)
+    decoded = _count_decodes(monkeypatch)
     said = _run(suite, out)
     monkeypatch.undo()
     rows = [t for (t,) in sqlite3.connect(out / "store" / "records.sqlite").execute("SELECT record FROM records")]
@@ -282,14 +288,7 @@ def test_a_run_decodes_the_stored_records_of_its_own_cells_only(tmp_path, monkey
     (tmp_path / "a.yaml").write_text(kernel_suite("shared-a", sweep=40))
     (tmp_path / "b.yaml").write_text(kernel_suite("shared-b"))
     _run(tmp_path / "a.yaml", out)
-    decoded: list[str] = []
-    loads = json.loads
-
-    def counting(text, *args, **kwargs):
-        decoded.append(text if isinstance(text, str) else text.decode())
-        return loads(text, *args, **kwargs)
-
-    monkeypatch.setattr(json, "loads", counting)
+    decoded = _count_decodes(monkeypatch)
     results = compbench.evaluate(tmp_path / "b.yaml", out=out, device="cpu")
     monkeypatch.undo()
     records = [t for t in decoded if '"record_schema"' in t]
