@@ -29,7 +29,8 @@ from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 from compbench.store.claim_owner import CLAIM_TTL, claim_is_live, process_owner, process_start_time  # noqa: F401 (re-exported)
 from compbench.store.sqlite_file import SQLITE_MAGIC  # noqa: F401 (re-exported)
-from compbench.store.sqlite_file import ADVICE as _ADVICE, describe as _describe, immediate as _immediate
+from compbench.store.sqlite_file import (ADVICE as _ADVICE, BUSY_TIMEOUT, describe as _describe, immediate as _immediate,
+                                         snapshot, to_wal)
 from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read, relabelled as _relabelled
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
@@ -122,6 +123,7 @@ class ResultStore:
         self._warned: set[str] = set()
         self._layout = SCHEMA_VERSION  # the open file's layout (READABLE_LAYOUTS), set by _open
         self._indexed = False  # whether the open file has the index of current rows (_CURRENT_INDEX)
+        self._wal = False  # whether this connection put the file in WAL mode (to_wal), which its first write does
         self._verified = False  # whether _verify read what this process relies on before its first write
         # The file state at which this store last read every current row whole (`__iter__`): that read is the check
         # _verify makes, so a run that reads its cache before its first write reads the rows once, not twice.
@@ -154,7 +156,7 @@ class ResultStore:
                 raise self._refuse("is a directory, not a compbench store file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             existed = self.path.exists() and self.path.stat().st_size > 0
-            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
             try:
                 db.execute("PRAGMA cell_size_check = ON")  # every page checked as it is read: _open checks no more
                 if not self._open(db, create, existed):
@@ -227,8 +229,9 @@ class ResultStore:
             self._migrate(db)
         if create:
             self._index(db)
-        if create and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            db.execute("PRAGMA journal_mode=WAL")
+        if create:
+            to_wal(db)
+            self._wal = True
         db.execute("PRAGMA synchronous=NORMAL")
         return True
 
@@ -314,6 +317,9 @@ class ResultStore:
                     self._close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
                     raise
             self._verified = True
+            if not self._wal:  # opened by a reader first (a copied bundle's store is in rollback mode): WAL before writing
+                to_wal(db)
+                self._wal = True
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
             self._index(db)
@@ -570,14 +576,7 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return False
-            out = sqlite3.connect(target, isolation_level=None)
-            try:
-                db.backup(out)
-                out.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
-                if "claims" in {n for (n,) in out.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
-                    out.execute("DELETE FROM claims")  # the jobs of processes on this machine, meaningless elsewhere
-            finally:
-                out.close()
+            snapshot(db, target)
         return True
 
     def close(self) -> None:
@@ -592,6 +591,7 @@ class ResultStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+            self._wal = False
             # Checked before this process first wrote, then written by it (closing checkpoints the log into the file,
             # so its size and time change): the next ResultStore of this process on this file (the run's verdicts,
             # after the runner closed its own) need not read it again; a change by anyone else since is read again.

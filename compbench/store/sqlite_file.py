@@ -1,13 +1,17 @@
-"""The store's SQLite file: what is wrong with one, in words, and the transaction every write goes through."""
+"""The store's SQLite file: what is wrong with one, in words, the transaction every write goes through, its journal
+mode, and a copy of it."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+# How long a write waits for another process's write (SQLite's busy handler), and how long `to_wal` keeps retrying.
+BUSY_TIMEOUT = 60.0
 ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
 
 
@@ -60,3 +64,38 @@ def immediate(db: sqlite3.Connection) -> Iterator[None]:
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def to_wal(db: sqlite3.Connection, timeout: float = BUSY_TIMEOUT) -> None:
+    """Put the file in WAL mode (a no-op when it is), waiting up to `timeout` seconds for another process's write.
+
+    The switch reads the file's header and then writes it in one statement, and SQLite calls no busy handler for a
+    connection that holds a read lock when it asks for the write lock: while another process writes (two runs creating
+    one store, the other's switch included), the switch failed at once with SQLITE_BUSY, "database is locked", whatever
+    the busy timeout. Each failed try ends its statement and its read lock, so retrying lets the other writer finish.
+    """
+    deadline = time.monotonic() + timeout
+    pause = 0.001
+    while True:
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY") or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+
+
+def snapshot(db: sqlite3.Connection, target: Path) -> None:
+    """A consistent copy of `db` as the new SQLite file `target`, in rollback mode and without claims (SQLite's backup
+    API: a run writing to the store meanwhile is neither blocked nor half copied)."""
+    out = sqlite3.connect(target, isolation_level=None)
+    try:
+        db.backup(out)
+        out.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+        if "claims" in {n for (n,) in out.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
+            out.execute("DELETE FROM claims")  # the jobs of processes on this machine, meaningless elsewhere
+    finally:
+        out.close()
