@@ -366,19 +366,20 @@ class ResultStore:
                 return
             state = self._file_state()
             try:
-                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"), wanted)
+                # Read whole before the first yield: a write begun while this statement held its snapshot, once another
+                # process wrote after it, failed at once (SQLITE_BUSY_SNAPSHOT, "database is locked"), never waiting.
+                rows = [r for r in db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id")
+                        if wanted is None or r[0] in wanted]
             except sqlite3.DatabaseError:
                 self._close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
                 raise
             if state == self._file_state():  # every current row read, in a file no checkpoint changed meanwhile
                 self._read_whole = state
+            yield from self._rows(rows)
 
-    def _rows(self, rows: Any, wanted: frozenset[str] | None = None) -> Iterator[CellRecord]:
-        """The records of rows selected as _ROW (of `wanted` keys only, when given: no other row's JSON is decoded); a
-        damaged one is skipped and remembered by its key."""
+    def _rows(self, rows: Any) -> Iterator[CellRecord]:
+        """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
         for key, text, token, light in rows:
-            if wanted is not None and key not in wanted:
-                continue
             try:
                 record = _read(text, light, token)
             except _DAMAGE as exc:
