@@ -317,7 +317,7 @@ class ResultStore:
                     self._close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
                     raise
             self._verified = True
-            if not self._wal:  # opened by a reader first (a copied bundle's store is in rollback mode): WAL before writing
+            if not self._wal:  # opened by a reader first, maybe in rollback mode (a copy_to copy): WAL before writing
                 to_wal(db)
                 self._wal = True
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
