@@ -22,7 +22,7 @@ from tiny_suites import kernel_suite
 
 SWEEP = 40
 # The kernel scenario, a 40-member kernel sweep on `add`, and a reference tagged `ceiling` (the scores plot shows it).
-SUITE = kernel_suite("many", seeds=1).replace("expectations:\n", "") + "\n".join([
+SUITE = kernel_suite("many", seeds=1).replace("expectations: []\n", "") + "\n".join([
     "  - {id: sw, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]},",
     f"     sweep: {{weights.1: {{linspace: [0.0, 0.4, {SWEEP}]}}}}, tasks: [add]}}",
     "  - {id: top, adapter: kernel, params: {kernel: relu_ntk}, tags: [ceiling]}",

@@ -49,17 +49,23 @@ def warm(tmp_path: Path) -> tuple[Path, Path]:
     return suite, out
 
 
-def test_a_warm_run_decodes_no_stored_predictions_and_reports_the_same(warm, monkeypatch):
-    suite, out = warm
-    before = _report(out)
+def _count_decodes(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every text json.loads decodes from now until monkeypatch.undo(), in order (the list fills as they happen)."""
     decoded: list[str] = []
     loads = json.loads
 
-    def counting(text, *args, **kwargs):
+    def counting(text, *args, **kwargs):  # type: ignore[no-untyped-def]
         decoded.append(text if isinstance(text, str) else text.decode())
         return loads(text, *args, **kwargs)
 
     monkeypatch.setattr(json, "loads", counting)
+    return decoded
+
+
+def test_a_warm_run_decodes_no_stored_predictions_and_reports_the_same(warm, monkeypatch):
+    suite, out = warm
+    before = _report(out)
+    decoded = _count_decodes(monkeypatch)
     said = _run(suite, out)
     monkeypatch.undo()
     rows = [t for (t,) in sqlite3.connect(out / "store" / "records.sqlite").execute("SELECT record FROM records")]
@@ -273,3 +279,34 @@ def test_a_report_file_not_settled_is_hashed(warm, monkeypatch):
         hashed.clear()
         assert "report unchanged: 5 writers skipped" in _run(suite, out)
         assert "predictions.parquet" in hashed and "records.csv" in hashed
+
+
+def test_a_run_decodes_the_stored_records_of_its_own_cells_only(tmp_path, monkeypatch):
+    # A store shared with another suite (82 cells of swept kernels): a run of a suite with 4 cells, 2 of them stored by
+    # the other suite, decided reuse on every current row, each decoded from its JSON (82); now only the 2 it reuses.
+    out = tmp_path / "out"
+    (tmp_path / "a.yaml").write_text(kernel_suite("shared-a", sweep=40))
+    (tmp_path / "b.yaml").write_text(kernel_suite("shared-b"))
+    _run(tmp_path / "a.yaml", out)
+    decoded = _count_decodes(monkeypatch)
+    results = compbench.evaluate(tmp_path / "b.yaml", out=out, device="cpu")
+    monkeypatch.undo()
+    records = [t for t in decoded if '"record_schema"' in t]
+    assert sorted(json.loads(t)["model"] for t in records) == ["relu", "relu"]
+    assert (results.n_run, results.n_cached) == (2, 2)
+    stored = {r.key: r for r in ResultStore(out / "store").latest().values()}
+    assert len(stored) == 84
+    for r in results.records:
+        assert r.metrics == stored[r.key].metrics and r.predictions == stored[r.key].predictions
+
+
+def test_the_digest_cache_holds_for_records_reused_under_other_names(warm):
+    # A renamed model's cells are reused and relabelled: the relabelled copies had no identity, so every warm run after
+    # a rename decoded and hashed every prediction again for the report's digest.
+    suite, out = warm
+    suite.write_text(SUITE.replace("{id: relu,", "{id: renamed,"))
+    said = _run(suite, out)
+    assert "0 cells run, 4 reused from the cache" in said and "digest cached" not in said  # the suite changed
+    said = _run(suite, out)
+    assert "report unchanged" in said and "digest cached" in said
+    assert "renamed" in (out / "leaderboard.md").read_text()

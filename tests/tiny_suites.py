@@ -78,19 +78,22 @@ _CLAIMS = {
 }
 
 
-def kernel_suite(name: str, *claims: str, seeds: int = 1, relu: bool = True) -> str:
+def kernel_suite(name: str, *claims: str, seeds: int = 1, relu: bool = True, sweep: int = 0) -> str:
     """A seconds-long suite of deterministic kernels on symbolic addition and transitive equivalence.
 
     `claims`: ids of `_CLAIMS` (leak: the overlap kernel's slope is below one; chance: it is at chance on te;
-    impossible: it beats its own theory, which a kernel never does); `relu`: a ReLU-NTK kernel beside the overlap one.
+    impossible: it beats its own theory, which a kernel never does); `relu`: a ReLU-NTK kernel beside the overlap one;
+    `sweep`: that many overlap kernels (its middle weight swept over [0, 0.45]) instead of one, as kernel-limits sweeps
+    its kernels (millisecond jobs, many of them).
     """
-    models = ["  - {id: overlap, adapter: kernel, params: {kernel: overlap, weights: [0.0, 0.4, 1.0]}}"]
+    swept = f", sweep: {{weights.1: {{linspace: [0.0, 0.45, {sweep}]}}}}" if sweep else ""
+    models = [f"  - {{id: overlap, adapter: kernel, params: {{kernel: overlap, weights: [0.0, 0.4, 1.0]}}{swept}}}"]
     if relu:
         models.append("  - {id: relu, adapter: kernel, params: {kernel: relu_ntk}}")
     return "\n".join([f"name: {name}", f"seeds: {seeds}", "tasks:",
                       "  - {id: add, family: additive, params: {anchors: [[4], [4]]}}",
-                      "  - {id: te, family: transitive_equivalence}", "models:", *models, "expectations:",
-                      *(f"  - {_CLAIMS[c]}" for c in claims)]) + "\n"
+                      "  - {id: te, family: transitive_equivalence}", "models:", *models,
+                      "expectations:" if claims else "expectations: []", *(f"  - {_CLAIMS[c]}" for c in claims)]) + "\n"
 
 def sweep_suite(n: int) -> str:
     """kernel-limits in small: an n × n sweep of SVM overlap kernels (skip_invalid) and a ReLU-NTK kernel on two CD tasks,

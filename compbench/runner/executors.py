@@ -1,7 +1,8 @@
 """Executors: where jobs run — in this process (default), a local process pool, or a Ray cluster.
 
 Every executor yields (job index, records) as jobs finish; the runner stores records as they
-arrive, so a crash or Ctrl-C loses only the jobs in flight. In the process pool and on Ray a job
+arrive (those that arrive together in one transaction: store.records.COMMIT_WINDOW), so Ctrl-C or
+an exception loses only the jobs in flight. In the process pool and on Ray a job
 that kills its worker (os._exit, a segfault, the OOM killer) or runs past `cell_timeout` seconds
 is recorded as an error for each of its seeds, and the other jobs go on.
 """
@@ -219,7 +220,7 @@ class _Worker:
 
 def run_process_pool(
     jobs: list[Job], device: str, workers: int, cell_timeout: float | None = None, threads: ThreadPlan | None = None,
-    on_stage: Callable[[Job, str, int, int], None] | None = None,
+    on_stage: Callable[[Job, str, int, int], None] | None = None, idle: Callable[[], float | None] | None = None,
 ) -> Iterator[tuple[int, list[CellRecord]]]:
     """Run jobs on `workers` local processes, each sent a few jobs ahead and reporting each job as it ends.
 
@@ -228,7 +229,10 @@ def run_process_pool(
     behind it go to a fresh worker, and nothing else is lost. A job past `cell_timeout` seconds
     (timed from when the worker started it, as the parent sees it: when it was handed to an idle
     worker or when the job before it reported) has its worker killed the same way. `on_stage` hears
-    the workers' stage reports (compbench.stage_progress) as they arrive.
+    the workers' stage reports (compbench.stage_progress) as they arrive. `idle` is called each time the parent is
+    about to wait for its workers, after every result received so far was handed on: it returns the longest the
+    parent may wait before calling it again (None: no limit), so that the runner commits the results it holds
+    together and none later than it promised.
     """
     ctx = worker_context(device)
     tasks = _tasks_of(jobs)
@@ -256,6 +260,8 @@ def run_process_pool(
                     w.give([(i, jobs[i]) for i in (queue.popleft() for _ in range(n))])
             now = time.monotonic()
             deadlines = [w.started + cell_timeout - now for w in pool if w.jobs and cell_timeout]
+            if idle is not None and (due := idle()) is not None:
+                deadlines.append(due)
             wait([w.conn for w in pool] + [w.proc.sentinel for w in pool],
                  timeout=max(0.0, min(deadlines)) if deadlines else None)
             for k, w in enumerate(pool):

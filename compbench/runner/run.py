@@ -24,6 +24,7 @@ from compbench.runner.stored import StoreView
 from compbench.runner.threads import Applied, ThreadPlan, apply_in_this_process, plan_for_run, restore
 from compbench.stage_progress import listening
 from compbench.store import StoreError
+from compbench.store.records import COMMIT_WINDOW
 from compbench.suite import LoadedSuite
 
 
@@ -74,7 +75,7 @@ class SuiteRunner(StoreView):
             # The stored records first (--force ignores them): that read of every current row is the check the
             # store makes before its first write (ResultStore._verify), so a warm run reads them once.
             if self._cache is None:  # None unless --force
-                self._cache = self.store.latest()
+                self._cache = self.store.latest(k for job in self.jobs for k in job.keys)  # its own cells' records only
             self.store.open(write=True)  # a store that cannot be used fails now, before any training
         self.fresh_since: float | None = time.time() if force else None
         self.per_job: float | None = None  # seconds a job of this run takes, a running average
@@ -129,10 +130,12 @@ class SuiteRunner(StoreView):
         return records
 
     def store_records(self, records: list[CellRecord]) -> None:
-        """Persist one finished job's records."""
+        """Persist one finished job's records: staged, and committed with those that finish within COMMIT_WINDOW of
+        them (`commit_staged`), or at the latest with the batch's claims released, the run's end, or Ctrl-C's cleanup."""
         for r in records:
             r.suite = self.loaded.name
-        self.store.append(records)
+        self.store.stage(records)
+        self.store.commit_staged(COMMIT_WINDOW)
         self.cache.update({r.key: r for r in records})
 
     def run(self, job: Job, wait: bool = True) -> tuple[list[CellRecord] | None, bool]:
@@ -152,8 +155,8 @@ class SuiteRunner(StoreView):
 
         The store is asked once for all of the jobs' keys and their claims are taken in one
         transaction (and released in one when the last has run), so a batch of millisecond jobs
-        costs two claim transactions, not two per job. Each job's records are still stored, in
-        their own transaction, as soon as the job ends.
+        costs two claim transactions, not two per job. Each job's records are staged as it ends and
+        committed with the claims' release (or sooner, `store_records`): one transaction a batch.
         """
         missing = [k for job in jobs for k in job.keys if not self._reusable(k, job.code)]
         if missing:
@@ -268,6 +271,7 @@ def _execute(
         return
     for i, recs in run_ray(jobs, runner.device, address, gpus_per_job, cell_timeout, runner.threads):
         runner.store_records(recs)
+        runner.store.commit_staged()  # Ray hands back one job at a time, with no moment to commit between them
         yield i, recs, False
 
 
@@ -281,7 +285,7 @@ def _execute_pool(runner: SuiteRunner, jobs: list[Job], workers: int, cell_timeo
         if mine:
             runner.torch_for_training()  # once here, inherited by the forked workers (not imported by each)
             pool = run_process_pool([jobs[i] for i in mine], runner.device, workers, cell_timeout, runner.threads,
-                                    on_stage=runner.on_stage)
+                                    on_stage=runner.on_stage, idle=lambda: runner.store.commit_staged(COMMIT_WINDOW))
             with closing(pool):
                 for k, recs in pool:
                     runner.store_records(recs)

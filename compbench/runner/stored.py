@@ -9,6 +9,7 @@ from compbench.records import CellRecord
 from compbench.runner.cells import Job, PreparedTask, expand_jobs, prepare_tasks
 from compbench.scoring import score as scoring
 from compbench.store import ResultStore
+from compbench.store.rows import relabelled
 from compbench.suite import LoadedSuite
 
 
@@ -40,8 +41,8 @@ class StoreView:
 
     def relabel(self, job: Job, records: list[CellRecord]) -> list[CellRecord]:
         """Records of a job under this suite's names (the key covers what determines a result, not names)."""
-        return [r.with_labels(task=job.task.entry.id, model=job.model.id, group=job.model.group,
-                              sweep=job.model.sweep_values, suite=self.loaded.name) for r in records]
+        return [relabelled(r, task=job.task.entry.id, model=job.model.id, group=job.model.group,
+                           sweep=job.model.sweep_values, suite=self.loaded.name) for r in records]
 
     def stored(self, job: Job) -> list[CellRecord]:
         """The job's stored records for the seeds that have one, relabelled for this suite (rescored if need be)."""

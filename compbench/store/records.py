@@ -1,6 +1,8 @@
-"""The result store: SQLite in WAL mode, one row per finished cell, committed as each job finishes.
+"""The result store: SQLite in WAL mode, one row per finished cell, committed as each job finishes or, staged, with the
+records that finished beside it.
 
-A killed process loses at most the job in flight (a transaction is all or nothing); several
+A killed process loses at most the jobs in flight, and with staged records (`stage`) those finished in the last
+COMMIT_WINDOW seconds (a transaction is all or nothing); several
 processes can write the same store at once (WAL + busy timeout); a file that is not a compbench
 store of this schema version (garbage, corrupt, another program's database, another schema) is
 refused with a message naming it and is never written to; a store deleted or replaced while a run
@@ -16,7 +18,7 @@ import secrets
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,10 @@ from compbench.errors import CompbenchError
 from compbench.files import OutputError, refuse_links
 from compbench.records import CellRecord, as_records
 from compbench.store.claim_owner import CLAIM_TTL, claim_is_live, process_owner, process_start_time  # noqa: F401 (re-exported)
-from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read
+from compbench.store.sqlite_file import SQLITE_MAGIC  # noqa: F401 (re-exported)
+from compbench.store.sqlite_file import (ADVICE as _ADVICE, BUSY_TIMEOUT, describe as _describe, immediate as _immediate,
+                                         snapshot, to_wal)
+from compbench.store.rows import DAMAGE as _DAMAGE, ROW as _ROW, read as _read, relabelled as _relabelled
 
 SCHEMA_VERSION = 2  # the SQLite layout; each record's JSON carries its own version (records.RECORD_SCHEMA)
 # Layout 2 keeps superseded rows (marked) and adds the `runs` table; a layout-1 store is read as it
@@ -35,7 +40,6 @@ READABLE_LAYOUTS = (1, 2)
 # The cache key's own version: not the layout's, so a layout change leaves every stored cell reusable.
 KEY_SCHEMA = 1
 STORE_FILE = "records.sqlite"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _TABLES = {
     "meta": "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)",
@@ -56,7 +60,13 @@ _CHECKED_WHOLE = ("meta", "claims")
 # The current row of each cell, in row order: latest() reads these rows only, not the superseded ones every recomputed
 # cell leaves behind (a full scan read them all, so each recompute made every later warm run slower).
 _CURRENT_INDEX = "CREATE INDEX IF NOT EXISTS records_current ON records (id) WHERE superseded = 0"
-_ADVICE = "nothing in it was changed; move it aside (mv {path} {path}.bad) or use another results directory (--results DIR)"
+# How long a staged record may wait for the records that finish after it (`stage`, `commit_staged`): a run stores the
+# results that arrive within it in one transaction, not one each (15 057 transactions of a cold kernel-limits run were
+# 6.4 s of its parent's time), and a SIGKILL of the run loses at most this much finished work more than the jobs in
+# flight. Every other write, a read of the records and closing the store commit what is staged first.
+COMMIT_WINDOW = 0.1
+# Below SQLite's limit on bound variables (999 before SQLite 3.32).
+_CHUNK = 900
 
 
 @dataclass(frozen=True)
@@ -102,56 +112,6 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj)}")
 
 
-def _describe(path: Path, exc: BaseException) -> str:
-    """What is wrong with the store file, in words, and what to do about it."""
-    name = getattr(exc, "sqlite_errorname", "")
-    advice = _ADVICE.format(path=path)
-    if path.is_dir():
-        return f"{path}: is a directory, not a compbench store file; {advice}"
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(len(SQLITE_MAGIC))
-    except OSError:
-        head = SQLITE_MAGIC
-    if head and len(head) == len(SQLITE_MAGIC) and head != SQLITE_MAGIC or name == "SQLITE_NOTADB":
-        return f"{path}: not a compbench store: not an SQLite database (a corrupt file or another kind of file); {advice}"
-    if name.startswith("SQLITE_CORRUPT") or "malformed" in str(exc):
-        return f"{path}: the compbench store is corrupt (damaged or truncated: {exc}); {advice}"
-    if name.startswith("SQLITE_READONLY") or isinstance(exc, PermissionError) or "readonly" in str(exc):
-        return (f"{path}: the store is read-only (the file or its directory cannot be written: {exc}); "
-                "make it writable, or use another results directory (--results DIR)")
-    if name.startswith("SQLITE_CANTOPEN") or isinstance(exc, OSError):
-        return (f"{path}: the store cannot be opened for writing ({exc}): a read-only directory, missing "
-                "permissions, or a -wal/-shm file that is not a file; use another results directory (--results DIR)")
-    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-        return f"{path}: the store stayed locked by another process ({exc}); try again when it has finished"
-    if name == "SQLITE_FULL":
-        return f"{path}: the disk is full ({exc}); free space and run the same command again"
-    return f"{path}: SQLite error {name or type(exc).__name__}: {exc}; {advice}"
-
-
-
-@contextmanager
-def _immediate(db: sqlite3.Connection) -> Iterator[None]:
-    """One BEGIN IMMEDIATE transaction: committed when the block ends, rolled back on any exception (Ctrl-C too).
-
-    A Ctrl-C can land between two bytecodes anywhere, also just after BEGIN returned or in the handler before its
-    ROLLBACK ran: the transaction, and the store's write lock, then stayed open, and the next writer in this
-    process (another connection: SQLite's busy wait, 60 s, in C, where Ctrl-C is not seen) hung. So BEGIN is inside
-    the guarded block, the rollback is of whatever transaction is open, and a transaction an interrupt left open
-    before is rolled back before a new one begins.
-    """
-    try:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        db.execute("BEGIN IMMEDIATE")
-        yield
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    db.execute("COMMIT")
-
 class ResultStore:
     """Records of one results directory in `<dir>/records.sqlite`."""
 
@@ -163,11 +123,14 @@ class ResultStore:
         self._warned: set[str] = set()
         self._layout = SCHEMA_VERSION  # the open file's layout (READABLE_LAYOUTS), set by _open
         self._indexed = False  # whether the open file has the index of current rows (_CURRENT_INDEX)
+        self._wal = False  # whether this connection put the file in WAL mode (to_wal), which its first write does
         self._verified = False  # whether _verify read what this process relies on before its first write
         # The file state at which this store last read every current row whole (`__iter__`): that read is the check
         # _verify makes, so a run that reads its cache before its first write reads the rows once, not twice.
         self._read_whole: tuple[int, ...] | None = None
         self.run_id: str | None = None  # the run whose records `append` stores (begin_run), None outside one
+        self._staged: list[tuple[Any, ...]] = []  # rows `stage` keeps for the next write transaction, oldest first
+        self._staged_at = 0.0  # time.monotonic() when the oldest of them was staged
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -193,7 +156,7 @@ class ResultStore:
                 raise self._refuse("is a directory, not a compbench store file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             existed = self.path.exists() and self.path.stat().st_size > 0
-            db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
             try:
                 db.execute("PRAGMA cell_size_check = ON")  # every page checked as it is read: _open checks no more
                 if not self._open(db, create, existed):
@@ -266,8 +229,9 @@ class ResultStore:
             self._migrate(db)
         if create:
             self._index(db)
-        if create and db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-            db.execute("PRAGMA journal_mode=WAL")
+        if create:
+            to_wal(db)
+            self._wal = True
         db.execute("PRAGMA synchronous=NORMAL")
         return True
 
@@ -350,15 +314,27 @@ class ResultStore:
                 try:
                     self._verify(db)
                 except BaseException:
-                    self.close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
+                    self._close()  # refused as at open: no connection, so no -wal or -shm file, is left behind
                     raise
             self._verified = True
+            if not self._wal:  # opened by a reader first, maybe in rollback mode (a copy_to copy): WAL before writing
+                to_wal(db)
+                self._wal = True
             if self._layout < SCHEMA_VERSION:  # opened by a reader first: migrate before the first write
                 self._migrate(db)
             self._index(db)
+            staged = list(self._staged)
             with _immediate(db):
-                self._check_same_file()
+                try:
+                    self._check_same_file()
+                except StoreGoneError:
+                    self._staged = []  # nowhere anyone reads: the error says they are lost, once
+                    raise
+                self._insert(db, staged)  # first: a write after them (an append, a claim released) sees them stored
                 yield db
+            # Committed: only now are they off the list (a transaction rolled back, by Ctrl-C too, leaves them staged
+            # for the next write, which end_run and release_all, run as every run stops, always are).
+            self._staged = self._staged[len(staged):]
 
     def open(self, write: bool = False) -> None:
         """Open the store now (creating it when `write`), so a file that cannot be used fails early.
@@ -379,18 +355,27 @@ class ResultStore:
             self._check_same_file()
 
     def __iter__(self) -> Iterator[CellRecord]:
+        return self._current_rows(None)
+
+    def _current_rows(self, wanted: frozenset[str] | None) -> Iterator[CellRecord]:
+        """The current rows' records, in row order; with `wanted`, only those of these keys are decoded and yielded."""
+        self.commit_staged()  # a read sees every record this process stored
         with self._errors():
             db = self._connect(create=False)
             if db is None:
                 return
             state = self._file_state()
             try:
-                yield from self._rows(db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id"))
+                # Read whole before the first yield: a write begun while this statement held its snapshot, once another
+                # process wrote after it, failed at once (SQLITE_BUSY_SNAPSHOT, "database is locked"), never waiting.
+                rows = [r for r in db.execute(f"SELECT {_ROW} FROM records WHERE {self._current} ORDER BY id")
+                        if wanted is None or r[0] in wanted]
             except sqlite3.DatabaseError:
-                self.close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
+                self._close()  # a damaged file, refused as _verify refuses it: no -wal or -shm file is left behind
                 raise
             if state == self._file_state():  # every current row read, in a file no checkpoint changed meanwhile
                 self._read_whole = state
+            yield from self._rows(rows)
 
     def _rows(self, rows: Any) -> Iterator[CellRecord]:
         """The records of rows selected as _ROW; a damaged one is skipped and remembered by its key."""
@@ -411,17 +396,22 @@ class ResultStore:
                 print(f"compbench: warning: {self.path}: the stored record of cell {key} is damaged ({why}); it "
                       f"counts as missing and `compbench run` computes it again", file=sys.stderr)
 
-    def latest(self, keys: list[str] | None = None) -> dict[str, CellRecord]:
-        """The newest readable record per cell key (only `keys`, when given); damaged rows are named and skipped."""
-        out = {r.key: r for r in self}
+    def latest(self, keys: Iterable[str] | None = None) -> dict[str, CellRecord]:
+        """The newest readable record per cell key (only `keys`, when given: the JSON of no other row is decoded, so a
+        run reads its own cells' records, not every record of a store shared with other suites or holding cells its
+        suite no longer has); damaged rows are named and skipped."""
+        wanted = None if keys is None else frozenset(keys)
+        out = {r.key: r for r in self._current_rows(wanted)}
         self._report_damaged(out)
-        return out if keys is None else {k: out[k] for k in keys if k in out}
+        return out
 
     def lookup(self, keys: list[str], since: float | None = None) -> dict[str, CellRecord]:
         """The newest stored record for each of `keys` that has one, stored at or after `since` if given.
 
-        Reads the file again each time, so it sees other processes' writes.
+        Reads the file again each time, so it sees other processes' writes (and this one's staged records, committed
+        first).
         """
+        self.commit_staged()
         with self._errors():
             db = self._connect(create=False)
             if db is None or not keys:
@@ -465,7 +455,7 @@ class ResultStore:
             db.executemany("DELETE FROM claims WHERE job = ? AND owner = ?", [(job, me) for job in jobs])
 
     def release_all(self) -> None:
-        """Drop every claim this process holds (a run that stops leaves none behind)."""
+        """Drop every claim this process holds (a run that stops leaves none behind); what is staged is committed with it."""
         if self._db is not None:
             with self._write() as db:
                 db.execute("DELETE FROM claims WHERE owner = ?", (process_owner(),))
@@ -477,16 +467,47 @@ class ResultStore:
             return [] if db is None else [tuple(r) for r in db.execute("SELECT job, owner, created FROM claims")]
 
     def append(self, records: list[CellRecord]) -> None:
-        """Store one finished job's records in a single transaction; older records of the same keys are kept, superseded."""
+        """Store records in a single transaction, with any staged before them; older records of the same keys are kept,
+        superseded."""
+        self.stage(records)
+        self.commit_staged()
+
+    def stage(self, records: list[CellRecord]) -> None:
+        """Keep one finished job's records for the next write transaction (all of them or none, as with `append`):
+        `commit_staged` commits them, as does every other write, a read of the records and `close`."""
         rows = [
             (r.key, r.suite, r.status.value, time.time(), json.dumps(r.to_dict(), default=_jsonable), self.run_id)
             for r in as_records(records)
         ]
+        if rows and not self._staged:
+            self._staged_at = time.monotonic()
+        self._staged.extend(rows)
+
+    def commit_staged(self, window: float = 0.0) -> float | None:
+        """Commit the staged records in one transaction once the oldest has waited `window` seconds; the seconds left
+        until it has (None: nothing is staged), for a caller that waits meanwhile to wait no longer."""
+        if not self._staged:
+            return None
+        left = self._staged_at + window - time.monotonic()
+        if left > 0:
+            return left
+        with self._write():
+            pass  # _write commits what is staged
+        return None
+
+    def _insert(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        """Insert rows as the current ones of their keys: the rows stored before of those keys, and a row followed by
+        another of its key in `rows`, are marked superseded."""
+        if not rows:
+            return
         keys = sorted({r[0] for r in rows})
-        with self._write() as db:  # one transaction: all of the job's records or none
-            db.execute(f"UPDATE records SET superseded = 1 WHERE superseded = 0 AND key IN ({','.join('?' * len(keys))})",
-                       keys)
-            db.executemany("INSERT INTO records (key, suite, status, created, record, run) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        for i in range(0, len(keys), _CHUNK):
+            chunk = keys[i:i + _CHUNK]
+            db.execute(f"UPDATE records SET superseded = 1 WHERE superseded = 0 AND key IN ({','.join('?' * len(chunk))})",
+                       chunk)
+        last = {r[0]: n for n, r in enumerate(rows)}
+        db.executemany("INSERT INTO records (key, suite, status, created, record, run, superseded) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       [(*r, int(last[r[0]] != n)) for n, r in enumerate(rows)])
 
     # -- runs: one row per `run` / `evaluate`, its provenance, and the cells it reported -----------------
 
@@ -543,7 +564,7 @@ class ResultStore:
                 chunk = keys[i:i + 900]
                 sql = f"SELECT {_ROW} FROM records WHERE id <= ? AND key IN ({','.join('?' * len(chunk))}) ORDER BY id"
                 found.update({r.key: r for r in self._rows(db.execute(sql, [last, *chunk]))})
-        return [found[key].with_labels(model=model, task=task, group=group, suite=run.suite)
+        return [_relabelled(found[key], model=model, task=task, group=group, suite=run.suite)
                 for key, model, task, _seed, group in cells if key in found]
 
     def copy_to(self, target: Path) -> bool:
@@ -556,21 +577,22 @@ class ResultStore:
             db = self._connect(create=False)
             if db is None:
                 return False
-            out = sqlite3.connect(target, isolation_level=None)
-            try:
-                db.backup(out)
-                out.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
-                if "claims" in {n for (n,) in out.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}:
-                    out.execute("DELETE FROM claims")  # the jobs of processes on this machine, meaningless elsewhere
-            finally:
-                out.close()
+            snapshot(db, target)
         return True
 
     def close(self) -> None:
-        """Close the database connection."""
+        """Commit what is staged, then close the database connection (also when that commit fails: its error is raised)."""
+        try:
+            if self._staged and self._db is not None and self._verified:  # not verified: refused before any write
+                self.commit_staged()
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         if self._db is not None:
             self._db.close()
             self._db = None
+            self._wal = False
             # Checked before this process first wrote, then written by it (closing checkpoints the log into the file,
             # so its size and time change): the next ResultStore of this process on this file (the run's verdicts,
             # after the runner closed its own) need not read it again; a change by anyone else since is read again.

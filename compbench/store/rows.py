@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 
+from typing import Any
+
 from compbench.records import RECORD_SCHEMA, CellRecord
-from compbench.records.cell import LAZY_FIELDS, StoredRow
+from compbench.records.cell import _FIELD_SET, _FIELDS, LAZY_FIELDS, StoredRow
 
 
 def read(text: str, light: str | None = None, token: str = "") -> CellRecord:
@@ -60,3 +62,30 @@ ROW = ("key, record, id || ':' || quote(created), CASE WHEN NOT json_valid(recor
 
 # What reading a damaged row raises: bad JSON or a newer record schema (ValueError), a wrong shape (TypeError).
 DAMAGE = (ValueError, TypeError, RecursionError)
+
+
+def relabelled(record: CellRecord, **labels: Any) -> CellRecord:
+    """`record.with_labels(**labels)` that, for a record read from a store, leaves undecoded what it has not decoded yet.
+
+    `with_labels` copies with `dataclasses.replace`, which reads every field and so decoded the row's whole JSON,
+    arrays included, a second time for each record reused under other names. Here (not in records/, whose source is
+    part of the scoring code's hash: editing it rescores every stored record) the copy takes the fields already decoded
+    and leaves the rest to decode from the same row's JSON when first read.
+    """
+    row = record.stored_row
+    if row is None or not labels.keys() <= _FIELD_SET or all(getattr(record, k) == v for k, v in labels.items()):
+        return record.with_labels(**labels)
+    copy = object.__new__(CellRecord)
+    for name in _FIELDS:
+        try:
+            value = object.__getattribute__(record, name)
+        except AttributeError:  # a LAZY_FIELDS slot not decoded yet
+            continue
+        object.__setattr__(copy, name, value)
+    for name, value in labels.items():
+        object.__setattr__(copy, name, value)
+    copy.__post_init__()
+    # Known by its row and the names it was given (the report's digest cache keys records by this token): the same row
+    # under the same names is the same content; a copy changed in any other way (`replace`) has no token.
+    copy.stored_row = StoredRow(f"{row.token}|{json.dumps(labels, sort_keys=True, default=str)}", row.text)
+    return copy
