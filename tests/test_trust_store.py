@@ -48,6 +48,53 @@ TINY = suite_text(name="tiny", seeds=2, models=["{id: k, adapter: kernel, params
                                "models: [k], tasks: [te]}"])
 INTERRUPTED = "interrupted: finished cells are kept; run the same command again to resume"
 
+# A run that is surely still running when a test acts on it: each job of this file model sleeps 0.1 s, 60 jobs (of
+# 2 seeds, one cell each: the model is deterministic). SLOW's kernel jobs take milliseconds: a run of it could end,
+# and be writing its report, before the test saw 5 rows stored and sent its SIGTERM, which then met the report.
+PACED_MODEL = """\
+import time
+
+import numpy as np
+
+from compbench.adapters import Adapter, AdapterParams, Fitted
+
+
+class PacedParams(AdapterParams):
+    ridge: float = 1.0
+
+
+class Paced(Adapter):
+    Params = PacedParams
+    deterministic = True
+
+    def fit_seeds(self, train, evaluate, seeds):
+        time.sleep(0.1)
+        x_tr = np.asarray(train.x, float).reshape(len(train), -1)
+        x_ev = np.asarray(evaluate.x, float).reshape(len(evaluate), -1)
+        alpha = np.linalg.solve(x_tr @ x_tr.T + self.params.ridge * np.eye(len(train)), np.asarray(train.y, float))
+        return [Fitted(x_ev @ x_tr.T @ alpha) for _ in seeds]
+"""
+PACED = """\
+name: paced
+seeds: 2
+tasks:
+  - {id: add, family: additive, params: {values: [[0, 1, 2, 3], [0, 2, 4, 6]], anchors: [[1], [1]]}}
+models:
+  - {id: paced, adapter: paced.py:Paced, sweep: {ridge: {linspace: [0.1, 6.0, 60]}}}
+"""
+
+
+def paced_suite(tmp_path: Path) -> Path:
+    """PACED and its model file, written side by side; the suite's path."""
+    (tmp_path / "paced.py").write_text(PACED_MODEL)
+    return write(tmp_path, "paced.yaml", PACED)
+
+
+def suite_keys_of(path: Path, out: Path) -> set[str]:
+    """The cell keys of the suite file at `path` (its file models found beside it)."""
+    runner = SuiteRunner(parse_suite(path.read_text(), str(path), path=path), out, device="cpu")
+    return {k for job in runner.jobs for k in job.keys}
+
 
 def store_path(out: Path) -> Path:
     return out / "store" / "records.sqlite"
@@ -111,7 +158,7 @@ def test_concurrent_force_run_recomputes_in_the_same_file_and_loses_nothing(tmp_
 
 @pytest.mark.slow
 def test_store_deleted_mid_run_stops_the_run_loudly(tmp_path):
-    suite, out = write(tmp_path, "slow.yaml", SLOW), tmp_path / "out"
+    suite, out = paced_suite(tmp_path), tmp_path / "out"
     proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu")
     wait_for_rows(out, proc, 10)
     for suffix in ("", "-wal", "-shm"):
@@ -240,7 +287,7 @@ def group_members(pgid: int) -> list[int]:
 @pytest.mark.slow
 @pytest.mark.parametrize("executor", ["local", "process"])
 def test_sigterm_stops_like_ctrl_c(tmp_path, executor):
-    suite, out = write(tmp_path, "slow.yaml", SLOW), tmp_path / "out"
+    suite, out = paced_suite(tmp_path), tmp_path / "out"
     proc = cli("run", "--suite", str(suite), "--out", str(out), "--quiet", "--device", "cpu", "--format", "md",
                "--executor", executor, "--workers", "2", start_new_session=True)
     wait_for_rows(out, proc, 5)
@@ -249,7 +296,7 @@ def test_sigterm_stops_like_ctrl_c(tmp_path, executor):
     assert proc.returncode == 143, err
     assert INTERRUPTED in err and "Traceback" not in err
     assert (out / "leaderboard.md").exists()
-    assert 5 <= len(keys_of(out)) < len(suite_keys(SLOW, out))
+    assert 5 <= len(keys_of(out)) < len(suite_keys_of(suite, out)) == 60  # deterministic: one cell for both seeds
     assert query(out, "SELECT * FROM claims") == []
     end = time.time() + 60
     while group_members(proc.pid) and time.time() < end:  # workers are stopped, not orphaned
