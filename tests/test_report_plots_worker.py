@@ -136,3 +136,18 @@ def test_the_pages_build_their_tables_while_the_plots_are_drawn(tmp_path, monkey
     assert events[:2] == ["tables", "plots"] and events.count("tables") == 1
     page = tmp_path / "out" / ("leaderboard.md" if "md" in formats else "leaderboard.html")
     assert "overlap" in page.read_text(encoding="utf-8")
+
+
+def test_a_plots_layout_is_computed_once_for_its_png_and_its_svg(tmp_path, monkeypatch):
+    # Counted, not timed: constrained layout measured every label of a figure for its PNG and again for its SVG (a third
+    # of the report's drawing on kernel-limits); the SVG now keeps the layout the PNG's draw settled.
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    runs = []
+    execute = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, fig: runs.append(fig) or execute(self, fig))
+    out, paths = _publish(tmp_path, "here", monkeypatch, fork=False)
+    svgs = sorted(p.name for p in (out / "plots").glob("*.svg"))
+    assert len(svgs) >= 2 and len(svgs) == len(list((out / "plots").glob("*.png")))
+    assert len(runs) == len(svgs), (len(runs), svgs)  # one layout per figure, not one per file
+    assert len({id(f) for f in runs}) == len(svgs)
