@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from compbench.records import CellRecord
@@ -36,14 +37,21 @@ def _rollback_mode_store(tmp_path: Path) -> Path:
     return target
 
 
-def _writing_elsewhere(directory: Path) -> tuple[sqlite3.Connection, threading.Timer]:
-    """Another connection holding the store's write lock for HOLD seconds, then committing its row."""
+@contextmanager
+def _writing_elsewhere(directory: Path, store: ResultStore) -> Iterator[None]:
+    """Another connection holding the store's write lock for HOLD seconds, then committing its row; `store` is closed,
+    and the other connection's commit awaited, when the block ends."""
     other = sqlite3.connect(directory / "records.sqlite", isolation_level=None, check_same_thread=False, timeout=60)
     other.execute("BEGIN IMMEDIATE")
     other.execute("INSERT INTO meta VALUES ('other', 'written')")
     timer = threading.Timer(HOLD, other.execute, ["COMMIT"])
     timer.start()
-    return other, timer
+    try:
+        yield
+    finally:
+        store.close()
+        timer.join()
+        other.close()
 
 
 def _state(directory: Path) -> tuple[str, str | None, list[str]]:
@@ -59,15 +67,10 @@ def test_opening_a_store_to_write_waits_for_another_writer_before_switching_it_t
     # The race of two runs creating one store: the other has created it and is writing (its own switch to WAL); this
     # one finds it in rollback mode and switches it. That switch failed at once: "the store stayed locked".
     directory = _rollback_mode_store(tmp_path)
-    other, timer = _writing_elsewhere(directory)
     store = ResultStore(directory)
-    try:
+    with _writing_elsewhere(directory, store):
         store.open(write=True)
         store.append([_record("b")])
-    finally:
-        store.close()
-        timer.join()
-        other.close()
     assert _state(directory) == ("wal", "written", ["a", "b"])
 
 
@@ -77,13 +80,8 @@ def test_a_store_first_read_then_written_is_written_in_wal_mode(tmp_path):
     directory = _rollback_mode_store(tmp_path)
     store = ResultStore(directory)
     assert list(store.latest()) == ["a"]
-    other, timer = _writing_elsewhere(directory)
-    try:
+    with _writing_elsewhere(directory, store):
         store.append([_record("b")])
-    finally:
-        store.close()
-        timer.join()
-        other.close()
     assert _state(directory) == ("wal", "written", ["a", "b"])
 
 
