@@ -9,6 +9,7 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from compbench.cli import main
@@ -142,3 +143,22 @@ def test_a_new_version_of_a_library_the_report_writes_with_rewrites_it(tmp_path,
         assert "report unchanged" not in _run(suite, out, capsys), lib
         monkeypatch.setattr(publish, "_lib_version", real)
         _run(suite, out, capsys)  # back to the installed versions: rewritten once more
+
+
+def test_the_report_digest_reads_every_prediction_of_a_vector_output_exactly():
+    # A vector output per cell (slot-decoder: 729 cells x 256 outputs) is hashed row by row as binary floats, not as
+    # JSON: the digest must still see one changed output, a changed shape and a None, and only those.
+    from compbench.report.publish import _array_bytes
+
+    rows = [[0.1 * i + j for j in range(4)] for i in range(3)]
+    same = [list(r) for r in rows]
+    changed = [list(r) for r in rows]
+    changed[2][3] = float(np.nextafter(changed[2][3], np.inf))  # one ulp
+    reshaped = [rows[0] + rows[1][:2], rows[1][2:] + rows[2]]  # the same 12 numbers in rows of 6
+    with_none = [list(r) for r in rows]
+    with_none[1][1] = None
+    flat = [x for r in rows for x in r]
+    digests = [_array_bytes(v) for v in (rows, changed, reshaped, with_none, flat, None, [], [[]])]
+    assert _array_bytes(same) == digests[0]
+    assert len(set(digests)) == len(digests)
+    assert _array_bytes(with_none) != _array_bytes([[x if x is not None else float("nan") for x in r] for r in with_none])

@@ -25,14 +25,42 @@ class PredictionsFormatError(CompbenchError, RuntimeError):
 def predictions_frame(ctx: Any) -> Any:
     """The predictions of `ctx.records` (a ReportContext's) as a pandas DataFrame: text columns of str (None where a
     task has no such component), seed int64, output Int64, y/prediction/theory int64 (Int64 with gaps) for class tasks
-    alone and float64 (NaN where missing) otherwise."""
-    import pandas as pd
+    alone and float64 (NaN where missing) otherwise: `predictions_table` as pandas reads it back."""
+    return predictions_table(ctx).to_pandas()
 
+
+def predictions_table(ctx: Any) -> Any:
+    """The predictions of `ctx.records` as a pyarrow Table with pandas' metadata for the dtypes `predictions_frame`
+    states (what `pd.read_parquet` gives back), built from whole columns: text as indices into the few distinct
+    values it has (a task, model or label per row of ~10^6), never as 10^6 Python strings."""
+    pa = _pyarrow()
+
+    columns, text = _columns(ctx)
+    arrays = {}
+    for name, chunks in columns.items():
+        if name in text:
+            arrays[name] = _text_array(chunks, text[name])
+        else:
+            values, missing = _numbers(chunks)
+            arrays[name] = pa.array(values, mask=missing if missing is not None and missing.any() else None)
+    schema = _schema({c: ("str" if c in text else _dtype(arrays[c])) for c in columns})
+    return pa.Table.from_arrays([arrays[c].cast(schema.field(c).type) for c in columns], schema=schema)
+
+
+def _columns(ctx: Any) -> tuple[dict[str, list[tuple[np.ndarray | None, int]]], dict[str, dict[str, int]]]:
+    """Each column's chunks (one per record; None where a record has no such column) in the table's order, and for
+    each text column the index of each of its values (a text chunk holds indices into them)."""
     # Built a column at a time, per record: a sweep of 1,728 models writes ~10^6 rows.
     parts: list[dict[str, Any]] = []
     components: dict[str, None] = {}
     vector = False
+    text: dict[str, dict[str, int]] = {c: {} for c in ("task", "model", "split")}
     labels: dict[str, dict[str, np.ndarray]] = {}
+    splits = np.array([text["split"].setdefault(s, len(text["split"])) for s in ("held_out", "train")], dtype=np.int32)
+
+    def index(column: str, value: str) -> int:
+        return text[column].setdefault(value, len(text[column]))
+
     for r in ctx.records:
         if not r.ok or r.predictions is None or r.task not in ctx.tasks:
             continue
@@ -40,7 +68,9 @@ def predictions_frame(ctx: Any) -> Any:
         if r.task not in labels:
             names = [_column(name) for name in _component_names(data)]
             cells = np.asarray(data.cells, dtype=int).reshape(len(data.cells), -1)
-            labels[r.task] = {name: np.array([_label(data, c, int(v)) for v in cells[:, c]], dtype=object)
+            for name in names:
+                text.setdefault(name, {})
+            labels[r.task] = {name: np.array([index(name, _label(data, c, int(v))) for v in cells[:, c]], dtype=np.int32)
                               for c, name in enumerate(names)}
         task_labels = labels[r.task]
         components.update(dict.fromkeys(task_labels))
@@ -50,9 +80,9 @@ def predictions_frame(ctx: Any) -> Any:
         vector = vector or width > 1
         preds = np.asarray(r.predictions, dtype=float)
         theory = None if r.theory_predictions is None else np.asarray(r.theory_predictions, dtype=float)
-        split = np.where(np.asarray(data.test_mask, dtype=bool), "held_out", "train").astype(object)
-        part: dict[str, Any] = {"task": np.full(n * width, r.task, dtype=object),
-                                "model": np.full(n * width, r.model, dtype=object),
+        split = np.where(np.asarray(data.test_mask, dtype=bool), splits[0], splits[1])
+        part: dict[str, Any] = {"task": np.full(n * width, index("task", r.task), dtype=np.int32),
+                                "model": np.full(n * width, index("model", r.model), dtype=np.int32),
                                 "seed": np.full(n * width, r.seed, dtype=np.int64), "split": np.repeat(split, width)}
         for name, column in task_labels.items():
             part[name] = np.repeat(column, width)
@@ -67,46 +97,77 @@ def predictions_frame(ctx: Any) -> Any:
             part["prediction"] = preds.reshape(-1)
             part["theory"] = theory.reshape(-1) if theory is not None else None
         parts.append(part)
-    columns = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
-    # One numpy concatenation per column (pandas' concat of 10^4 small frames takes seconds).
+    names = [*PREDICTION_COLUMNS, *components, *(["output"] if vector else []), "y", "prediction", "theory"]
     sizes = [len(part["task"]) for part in parts]
-    chunks = {c: [(part.get(c), n) for part, n in zip(parts, sizes)] for c in columns}
-    return pd.DataFrame({c: _numbers(chunks[c]) if c in _NUMBERS else _text(chunks[c]) for c in columns}, columns=columns)
+    return {c: [(part.get(c), n) for part, n in zip(parts, sizes)] for c in names}, \
+        {c: values for c, values in text.items() if c in names}
 
 
-def _text(chunks: list[tuple[np.ndarray | None, int]]) -> np.ndarray:
-    """Object text, None where a chunk has no such column (a component of another task)."""
-    if not chunks:
-        return np.empty(0, dtype=object)
-    return np.concatenate([c if c is not None else np.full(n, None, dtype=object) for c, n in chunks])
+def _text_array(chunks: list[tuple[np.ndarray | None, int]], values: dict[str, int]) -> Any:
+    """A text column from its chunks of indices into `values`: null where a chunk is None (a component of another
+    task)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    indices = np.concatenate([c if c is not None else np.full(n, -1, dtype=np.int32) for c, n in chunks]) \
+        if chunks else np.empty(0, dtype=np.int32)
+    missing = indices < 0
+    dictionary = pa.array(list(values), type=pa.large_string())
+    return pc.take(dictionary, pa.array(indices, mask=missing if missing.any() else None))
 
 
-def _numbers(chunks: list[tuple[np.ndarray | None, int]]) -> Any:
-    """One numeric column: float64 (NaN where missing) if any chunk holds floats, else int64, nullable (Int64) only
-    where a chunk is missing (a class model without a theory, the output index of a scalar task beside a vector one)."""
-    import pandas as pd
-
+def _numbers(chunks: list[tuple[np.ndarray | None, int]]) -> tuple[np.ndarray, np.ndarray | None]:
+    """One numeric column and where it is missing (None: nowhere): float64 (NaN where missing) if any chunk holds
+    floats, else int64 with a mask where a chunk is missing (a class model without a theory, the output index of a
+    scalar task beside a vector one)."""
     present = [c for c, _ in chunks if c is not None]
     if not present or any(c.dtype.kind == "f" for c in present):
-        return np.concatenate([np.asarray(c, dtype=float) if c is not None else np.full(n, np.nan) for c, n in chunks]) \
+        values = np.concatenate([np.asarray(c, dtype=float) if c is not None else np.full(n, np.nan) for c, n in chunks]) \
             if chunks else np.empty(0)
+        return values, None
     values = np.concatenate([c if c is not None else np.zeros(n, dtype=np.int64) for c, n in chunks])
     missing = np.concatenate([np.zeros(n, dtype=bool) if c is not None else np.ones(n, dtype=bool) for c, n in chunks])
-    return pd.arrays.IntegerArray(values, missing) if missing.any() else values
+    return values, missing
 
 
-def parquet_bytes(frame: Any) -> bytes:
-    """`frame` as a parquet file (pyarrow; snappy, pandas' metadata kept, so pd.read_parquet gives its dtypes back)."""
+def _dtype(array: Any) -> str:
+    """The pandas dtype a numeric column reads back as: Int64 where whole numbers have gaps."""
+    import pyarrow as pa
+
+    if pa.types.is_floating(array.type):
+        return "float64"
+    return "Int64" if array.null_count else "int64"
+
+
+def _schema(dtypes: dict[str, str]) -> Any:
+    """The arrow schema, with pandas' metadata, of a frame of these column dtypes (taken from an empty one)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    empty = pd.DataFrame({c: pd.Series([], dtype=d) for c, d in dtypes.items()})
+    return pa.Schema.from_pandas(empty, preserve_index=False)
+
+
+def parquet_bytes(table: Any) -> bytes:
+    """`table` (`predictions_table`) as a parquet file (pyarrow; snappy, pandas' metadata kept, so pd.read_parquet gives
+    its dtypes back)."""
+    pa = _pyarrow()
+    import pyarrow.parquet as pq
+
+    buf = pa.BufferOutputStream()
+    pq.write_table(table, buf)
+    return bytes(buf.getvalue())
+
+
+def _pyarrow() -> Any:
+    """pyarrow, or PredictionsFormatError saying how to do without it."""
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        import pyarrow
     except ImportError:
         raise PredictionsFormatError(
             "writing predictions.parquet needs pyarrow, a dependency of compbench that is not installed here: "
             "pip install pyarrow, or write the predictions as text with --format predictions-csv") from None
-    buf = pa.BufferOutputStream()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
-    return bytes(buf.getvalue())
+    return pyarrow
 
 
 def csv_frame(frame: Any) -> Any:
@@ -137,4 +198,5 @@ def _label(data: Any, c: int, v: int) -> str:
     return label(c, v) if callable(label) else str(v)
 
 
-__all__ = ["PREDICTION_COLUMNS", "PredictionsFormatError", "csv_frame", "parquet_bytes", "predictions_frame"]
+__all__ = ["PREDICTION_COLUMNS", "PredictionsFormatError", "csv_frame", "parquet_bytes", "predictions_frame",
+           "predictions_table"]

@@ -200,10 +200,10 @@ class PredictionsWriter(Reporter):
     retired = ("predictions.csv",)  # what it wrote until issue #34: now the opt-in `predictions-csv` writer's
 
     def write(self, ctx: ReportContext) -> list[Path]:
-        from compbench.report.predictions import parquet_bytes, predictions_frame
+        from compbench.report.predictions import parquet_bytes, predictions_table
 
         # Binary and typed: formatting ~10^6 floats as text was most of a cold report's table writing.
-        return [ctx.write_file("predictions.parquet", parquet_bytes(predictions_frame(ctx)))]
+        return [ctx.write_file("predictions.parquet", parquet_bytes(predictions_table(ctx)))]
 
 
 @register_reporter("predictions-csv")
