@@ -192,3 +192,31 @@ def test_without_pyarrow_the_report_says_so_in_one_line(tmp_path, monkeypatch, c
     assert err[-1].startswith("compbench: writing predictions.parquet needs pyarrow") and "--format predictions-csv" in err[-1]
     assert "Traceback" not in "\n".join(err) and not (out / "predictions.parquet").exists()
     assert len(ResultStore(out / "store").latest()) == 3  # the cells computed before the report are kept
+    # The way out it names works without pyarrow: the text copy is built by pandas alone.
+    assert main(["report", "--suite", str(tmp_path / "shapes.yaml"), "--results", str(out), "-q",
+                 "--format", "predictions-csv"]) == 0
+    lines = (out / "predictions.csv").read_text().splitlines()
+    assert lines[0] == "task,model,seed,split,colour,shape,a,b,output,y,prediction,theory" and len(lines) == 1 + 22
+
+
+def test_missing_floats_are_nulls_in_the_parquet_file_as_pandas_stores_them(tmp_path):
+    # A regression model without a theory: its theory column is NaN for pandas, and null in the file for every other
+    # reader (pyarrow, polars, DuckDB), as pandas' own conversion writes it; text columns are text, never arrow's null type.
+    from types import SimpleNamespace
+
+    import pyarrow.parquet as pq
+
+    from compbench.report.predictions import parquet_bytes, predictions_frame, predictions_table
+
+    task = make_task("table", components=[{"name": "a", "values": ["x", "y"]}, {"name": "b", "values": ["u", "v"]}],
+                     target={"sum": {"a": [0.0, 1.0], "b": [0.0, 0.5]}}, kind="regression", held_out=[["y", "v"]])
+    rec = lambda model, theory: SimpleNamespace(ok=True, task="t", model=model, seed=0,  # noqa: E731
+                                                predictions=[0.1, 0.2, 0.3, float("nan")], theory_predictions=theory)
+    ctx = SimpleNamespace(records=[rec("kernel", [0.0, 0.5, 1.0, 1.5]), rec("transformer", None)], tasks={"t": task})
+    (tmp_path / "p.parquet").write_bytes(parquet_bytes(predictions_table(ctx)))
+    table = pq.read_table(tmp_path / "p.parquet")
+    assert [table.column(c).null_count for c in ("theory", "prediction", "y", "task", "a")] == [4, 2, 0, 0, 0]
+    assert str(table.schema.field("task").type) in ("string", "large_string")
+    frame = pd.read_parquet(tmp_path / "p.parquet")
+    pd.testing.assert_frame_equal(frame, predictions_frame(ctx))
+    assert frame.theory.isna().tolist() == [False] * 4 + [True] * 4

@@ -162,3 +162,7 @@ def test_the_report_digest_reads_every_prediction_of_a_vector_output_exactly():
     assert _array_bytes(same) == digests[0]
     assert len(set(digests)) == len(digests)
     assert _array_bytes(with_none) != _array_bytes([[x if x is not None else float("nan") for x in r] for r in with_none])
+    # predictions and theory are hashed one after the other: where one ends is part of the bytes
+    a, b = 0.5, 2.0
+    assert _array_bytes([a, b]) + _array_bytes([b]) != _array_bytes([a]) + _array_bytes([b, b])
+    assert _array_bytes([[10**400]]) != _array_bytes([[1e308]])  # too large for a float: JSON, not an error

@@ -14,8 +14,6 @@ import numpy as np
 from compbench.errors import CompbenchError
 
 PREDICTION_COLUMNS = ("task", "model", "seed", "split")
-# Whole numbers or floats whatever the task: a class task's argmax, a regression's value, a vector's output index.
-_NUMBERS = ("seed", "output", "y", "prediction", "theory")
 
 
 class PredictionsFormatError(CompbenchError, RuntimeError):
@@ -25,25 +23,38 @@ class PredictionsFormatError(CompbenchError, RuntimeError):
 def predictions_frame(ctx: Any) -> Any:
     """The predictions of `ctx.records` (a ReportContext's) as a pandas DataFrame: text columns of str (None where a
     task has no such component), seed int64, output Int64, y/prediction/theory int64 (Int64 with gaps) for class tasks
-    alone and float64 (NaN where missing) otherwise: `predictions_table` as pandas reads it back."""
-    return predictions_table(ctx).to_pandas()
+    alone and float64 (NaN where missing) otherwise. Needs no pyarrow (the `predictions-csv` writer's frame)."""
+    import pandas as pd
+
+    columns, text = _columns(ctx)
+    frame = {}
+    for name, chunks in columns.items():
+        if name in text:
+            frame[name] = _text_values(chunks, text[name])
+        else:
+            values, missing = _numbers(chunks)
+            frame[name] = pd.arrays.IntegerArray(values, missing) if missing is not None and missing.any() else values
+    return pd.DataFrame(frame, columns=list(columns))
 
 
 def predictions_table(ctx: Any) -> Any:
-    """The predictions of `ctx.records` as a pyarrow Table with pandas' metadata for the dtypes `predictions_frame`
-    states (what `pd.read_parquet` gives back), built from whole columns: text as indices into the few distinct
-    values it has (a task, model or label per row of ~10^6), never as 10^6 Python strings."""
+    """The same predictions as a pyarrow Table, with the pandas metadata that gives `predictions_frame`'s dtypes back
+    (`pd.read_parquet`), built from whole columns: text as indices into the few distinct values it has (a task, model
+    or label per row of ~10^6), never as 10^6 Python strings."""
     pa = _pyarrow()
 
     columns, text = _columns(ctx)
-    arrays = {}
+    arrays, dtypes = {}, {}
     for name, chunks in columns.items():
         if name in text:
-            arrays[name] = _text_array(chunks, text[name])
+            arrays[name], dtypes[name] = _text_array(chunks, text[name]), "str"
         else:
             values, missing = _numbers(chunks)
-            arrays[name] = pa.array(values, mask=missing if missing is not None and missing.any() else None)
-    schema = _schema({c: ("str" if c in text else _dtype(arrays[c])) for c in columns})
+            gaps = missing is not None and bool(missing.any())
+            # from_pandas: NaN is stored as null, as pandas' own conversion stores it
+            arrays[name] = pa.array(values, mask=missing if gaps else None, from_pandas=values.dtype.kind == "f")
+            dtypes[name] = "float64" if values.dtype.kind == "f" else "Int64" if gaps else "int64"
+    schema = _schema(dtypes)
     return pa.Table.from_arrays([arrays[c].cast(schema.field(c).type) for c in columns], schema=schema)
 
 
@@ -103,17 +114,25 @@ def _columns(ctx: Any) -> tuple[dict[str, list[tuple[np.ndarray | None, int]]], 
         {c: values for c, values in text.items() if c in names}
 
 
+def _indices(chunks: list[tuple[np.ndarray | None, int]]) -> np.ndarray:
+    """A text column's indices, -1 where a chunk is None (a component of another task)."""
+    return np.concatenate([c if c is not None else np.full(n, -1, dtype=np.int32) for c, n in chunks]) \
+        if chunks else np.empty(0, dtype=np.int32)
+
+
+def _text_values(chunks: list[tuple[np.ndarray | None, int]], values: dict[str, int]) -> np.ndarray:
+    """A text column as objects: its values, None where a chunk is None."""
+    return np.array([*values, None], dtype=object)[_indices(chunks)]  # -1: the None at the end
+
+
 def _text_array(chunks: list[tuple[np.ndarray | None, int]], values: dict[str, int]) -> Any:
-    """A text column from its chunks of indices into `values`: null where a chunk is None (a component of another
-    task)."""
+    """A text column as arrow text: its values, null where a chunk is None."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    indices = np.concatenate([c if c is not None else np.full(n, -1, dtype=np.int32) for c, n in chunks]) \
-        if chunks else np.empty(0, dtype=np.int32)
+    indices = _indices(chunks)
     missing = indices < 0
-    dictionary = pa.array(list(values), type=pa.large_string())
-    return pc.take(dictionary, pa.array(indices, mask=missing if missing.any() else None))
+    return pc.take(pa.array(list(values), type=pa.large_string()), pa.array(indices, mask=missing if missing.any() else None))
 
 
 def _numbers(chunks: list[tuple[np.ndarray | None, int]]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -130,22 +149,15 @@ def _numbers(chunks: list[tuple[np.ndarray | None, int]]) -> tuple[np.ndarray, n
     return values, missing
 
 
-def _dtype(array: Any) -> str:
-    """The pandas dtype a numeric column reads back as: Int64 where whole numbers have gaps."""
-    import pyarrow as pa
-
-    if pa.types.is_floating(array.type):
-        return "float64"
-    return "Int64" if array.null_count else "int64"
-
-
 def _schema(dtypes: dict[str, str]) -> Any:
-    """The arrow schema, with pandas' metadata, of a frame of these column dtypes (taken from an empty one)."""
+    """The arrow schema, with pandas' metadata, that this pandas gives a frame of these column dtypes: taken from a
+    one-row frame of each (text as pandas infers it from objects, as the frame's own columns are)."""
     import pandas as pd
     import pyarrow as pa
 
-    empty = pd.DataFrame({c: pd.Series([], dtype=d) for c, d in dtypes.items()})
-    return pa.Schema.from_pandas(empty, preserve_index=False)
+    sample: dict[str, Any] = {"str": np.array(["x"], dtype=object), "int64": np.zeros(1, dtype=np.int64),
+                              "Int64": pd.array([None], dtype="Int64"), "float64": np.zeros(1)}
+    return pa.Schema.from_pandas(pd.DataFrame({c: sample[d] for c, d in dtypes.items()}), preserve_index=False)
 
 
 def parquet_bytes(table: Any) -> bytes:
@@ -195,7 +207,7 @@ def _column(name: str) -> str:
 
 def _label(data: Any, c: int, v: int) -> str:
     label = getattr(data, "label", None)
-    return label(c, v) if callable(label) else str(v)
+    return str(label(c, v)) if callable(label) else str(v)
 
 
 __all__ = ["PREDICTION_COLUMNS", "PredictionsFormatError", "csv_frame", "parquet_bytes", "predictions_frame",

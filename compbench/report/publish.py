@@ -385,18 +385,23 @@ def writer_digest(inputs: str, name: str, writer: object) -> str:
 
 
 def _array_bytes(values: Any) -> bytes:
-    """A record's predictions as bytes, exactly: a flat list, a list of rows (a vector output per cell, each row's length
-    first), else JSON (a None among the numbers); a tag says which, so that no two shapes give the same bytes."""
+    """A record's predictions as bytes, exactly: a flat list, a list of rows (a vector output per cell), else JSON (a
+    None among the numbers, deeper nesting); a tag and a length before each part, so that no two inputs, nor the
+    predictions and theory hashed one after the other, give the same bytes."""
     if values is None:
         return b"-"
     try:
-        return b"1" + array("d", values).tobytes()
-    except TypeError:
+        return b"1" + _sized(array("d", values).tobytes())
+    except (TypeError, ValueError, OverflowError):
         pass
-    try:  # rows: JSON took ~1 s a report for slot-decoder's 2.2 million outputs
-        return b"2" + b"".join(len(row).to_bytes(8, "little") + array("d", row).tobytes() for row in values)
-    except TypeError:  # a None among the numbers, deeper nesting: slower, still exact
-        return b"j" + json.dumps(list(values), default=str).encode()
+    try:  # rows: as JSON, slot-decoder's 2.2 million outputs took ~1 s a report
+        return b"2" + _sized(b"".join(_sized(array("d", row).tobytes()) for row in values))
+    except (TypeError, ValueError, OverflowError):  # slower, still exact
+        return b"j" + _sized(json.dumps(list(values), default=str).encode())
+
+
+def _sized(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "little") + data
 
 
 def _lib_version(name: str) -> str:
