@@ -33,7 +33,7 @@ def predictions_frame(ctx: Any) -> Any:
             frame[name] = _text_values(chunks, text[name])
         else:
             values, missing = _numbers(chunks)
-            frame[name] = pd.arrays.IntegerArray(values, missing) if missing is not None and missing.any() else values
+            frame[name] = values if missing is None else pd.arrays.IntegerArray(values, missing)
     return pd.DataFrame(frame, columns=list(columns))
 
 
@@ -50,10 +50,9 @@ def predictions_table(ctx: Any) -> Any:
             arrays[name], dtypes[name] = _text_array(chunks, text[name]), "str"
         else:
             values, missing = _numbers(chunks)
-            gaps = missing is not None and bool(missing.any())
             # from_pandas: NaN is stored as null, as pandas' own conversion stores it
-            arrays[name] = pa.array(values, mask=missing if gaps else None, from_pandas=values.dtype.kind == "f")
-            dtypes[name] = "float64" if values.dtype.kind == "f" else "Int64" if gaps else "int64"
+            arrays[name] = pa.array(values, mask=missing, from_pandas=values.dtype.kind == "f")
+            dtypes[name] = "float64" if values.dtype.kind == "f" else "int64" if missing is None else "Int64"
     schema = _schema(dtypes)
     return pa.Table.from_arrays([arrays[c].cast(schema.field(c).type) for c in columns], schema=schema)
 
@@ -70,7 +69,8 @@ def _columns(ctx: Any) -> tuple[dict[str, list[tuple[np.ndarray | None, int]]], 
     splits = np.array([text["split"].setdefault(s, len(text["split"])) for s in ("held_out", "train")], dtype=np.int32)
 
     def index(column: str, value: str) -> int:
-        return text[column].setdefault(value, len(text[column]))
+        values = text.setdefault(column, {})
+        return values.setdefault(value, len(values))
 
     for r in ctx.records:
         if not r.ok or r.predictions is None or r.task not in ctx.tasks:
@@ -79,8 +79,6 @@ def _columns(ctx: Any) -> tuple[dict[str, list[tuple[np.ndarray | None, int]]], 
         if r.task not in labels:
             names = [_column(name) for name in _component_names(data)]
             cells = np.asarray(data.cells, dtype=int).reshape(len(data.cells), -1)
-            for name in names:
-                text.setdefault(name, {})
             labels[r.task] = {name: np.array([index(name, _label(data, c, int(v))) for v in cells[:, c]], dtype=np.int32)
                               for c, name in enumerate(names)}
         task_labels = labels[r.task]
@@ -136,8 +134,8 @@ def _text_array(chunks: list[tuple[np.ndarray | None, int]], values: dict[str, i
 
 
 def _numbers(chunks: list[tuple[np.ndarray | None, int]]) -> tuple[np.ndarray, np.ndarray | None]:
-    """One numeric column and where it is missing (None: nowhere): float64 (NaN where missing) if any chunk holds
-    floats, else int64 with a mask where a chunk is missing (a class model without a theory, the output index of a
+    """One numeric column and where it is missing (None: nowhere): float64 (NaN where missing, None) if any chunk
+    holds floats, else int64 with a mask where a chunk is missing (a class model without a theory, the output index of a
     scalar task beside a vector one)."""
     present = [c for c, _ in chunks if c is not None]
     if not present or any(c.dtype.kind == "f" for c in present):
@@ -146,7 +144,7 @@ def _numbers(chunks: list[tuple[np.ndarray | None, int]]) -> tuple[np.ndarray, n
         return values, None
     values = np.concatenate([c if c is not None else np.zeros(n, dtype=np.int64) for c, n in chunks])
     missing = np.concatenate([np.zeros(n, dtype=bool) if c is not None else np.ones(n, dtype=bool) for c, n in chunks])
-    return values, missing
+    return values, missing if missing.any() else None
 
 
 def _schema(dtypes: dict[str, str]) -> Any:
